@@ -1,0 +1,44 @@
+#pragma once
+// What a backend declares it can run. The generic check turns every mismatch
+// with a Problem/Platform into a catalogued reason; nothing is a bare bool.
+#include <string>
+#include <vector>
+
+#include "attnkit/core/diagnostic.hpp"
+#include "attnkit/core/dtype.hpp"
+#include "attnkit/core/enum_set.hpp"
+#include "attnkit/core/problem.hpp"
+#include "attnkit/platform/platform.hpp"
+
+namespace attnkit {
+
+struct Capabilities {
+  EnumSet<PlatformKind> platforms;
+  int min_sm = 0;  // CUDA only; 0: no bound
+  int max_sm = 0;  // CUDA only; 0: no bound (e.g. 99 for an sm_90-only kernel)
+  DTypeSet dtypes;  // of q (and k/v)
+  DTypeSet kv_dtypes;  // empty: same set as dtypes
+  // Head dims with a kernel compiled (empty: any dim from 1 to max_head_dim).
+  std::vector<int> head_dims;
+  int max_head_dim = 256;
+  bool distinct_v_head_dim = true;  // head_dim_v may differ from head_dim_qk
+  EnumSet<MaskKind> masks;
+  EnumSet<Layout> layouts;
+  bool gqa = true;
+  bool softcap = true;
+  bool sinks = true;
+  bool lse = true;
+  bool paged_kv = false;
+  bool ring_capable = false;
+  bool sparse = false;
+  bool switchable_per_request = true;
+  std::string required_library;  // "cudnn", "nccl", ... (empty: none)
+  bool built = true;  // false: modelled for validation only, no kernel in this binary
+  bool auto_selectable = true;  // false: only when named (e.g. `reference`)
+};
+
+// Every way `p` on `platform` falls outside `caps`, for the backend `name`.
+Diagnostics check_capabilities(std::string_view name, const Capabilities& caps, const Problem& p,
+                               const Platform& platform);
+
+}  // namespace attnkit

@@ -1,0 +1,69 @@
+#pragma once
+// The buffers of one attention call, bound to a Problem at run time, and the
+// index math that turns (batch, head, row) into addresses for every layout.
+#include <cstdint>
+
+#include "attnkit/core/diagnostic.hpp"
+#include "attnkit/core/host_device.hpp"
+#include "attnkit/core/problem.hpp"
+#include "attnkit/core/tensor.hpp"
+
+namespace attnkit {
+
+struct AttentionTensors {
+  TensorView q, k, v;  // layout per Problem::layout (paged: k, v are [pages, page, hkv, d])
+  TensorView out;      // q's layout, head dim = head_dim_v
+  TensorView lse;      // fp32 [batch, heads_q, seqlen_q] or [heads_q, total_q] (THD)
+  TensorView sinks;    // fp32 [heads_q]
+  TensorView cu_seqlens_q, cu_seqlens_k;  // int32 [batch + 1], THD only
+  TensorView block_table;                 // int32 [batch, max_pages], paged only
+  TensorView seqlens_k;                   // int32 [batch], paged only
+  TensorView block_mask;                  // uint8, block_sparse only
+  TensorView custom_mask;                 // uint8 [batch, heads_q, seqlen_q, seqlen_k], custom only
+};
+
+// Checks that the tensors match the Problem: presence, rank, shape, dtype,
+// device, unit stride on the head dim, 16-byte alignment where asked, and
+// cu_seqlens monotonic and within the packed length (host-resident only).
+struct BindingRules {
+  DeviceKind device = DeviceKind::cpu;
+  int alignment_bytes = 0;  // 0: no requirement
+};
+Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, BindingRules rules = {});
+
+// One (batch, head) slice of a q/k/v/out tensor: row r starts at
+// base + r * row_stride elements; the head dim is contiguous.
+struct HeadRows {
+  std::int64_t offset = 0;      // elements from the tensor's data pointer
+  std::int64_t row_stride = 0;  // elements between consecutive sequence rows
+};
+
+// Element offset of (batch b, head h) for `layout`, given the token offset of
+// sequence b in a packed (THD) tensor (0 otherwise).
+AK_HOST_DEVICE HeadRows head_rows(Layout layout, const std::int64_t* strides, int b, int h,
+                                  std::int64_t token_offset) {
+  switch (layout) {
+    case Layout::bshd: return {b * strides[0] + h * strides[2], strides[1]};
+    case Layout::bhsd: return {b * strides[0] + h * strides[1], strides[2]};
+    case Layout::thd: return {token_offset * strides[0] + h * strides[1], strides[0]};
+  }
+  return {};
+}
+
+// Lengths and packed offsets of sequence b, read from host-resident tensors.
+struct SequenceSpan {
+  int q_len = 0;
+  int k_len = 0;
+  std::int64_t q_offset = 0;  // token offset in a packed q (THD)
+  std::int64_t k_offset = 0;  // token offset in a packed k (THD)
+};
+SequenceSpan host_sequence_span(const Problem& p, const AttentionTensors& t, int b);
+
+}  // namespace attnkit
+
+namespace attnkit {
+// Finds the first NaN/Inf in host-resident q, k, v and sinks (AK1109). Costs one
+// read of the inputs, O(tokens * dim), small next to attention's O(tokens^2 * dim).
+// Paged caches are skipped: unused pages may legitimately hold garbage.
+Diagnostics scan_nonfinite_inputs(const Problem& p, const AttentionTensors& t);
+}  // namespace attnkit

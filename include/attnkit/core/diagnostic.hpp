@@ -1,0 +1,104 @@
+#pragma once
+// Diagnostics: every refusal and every warning attnkit emits is a catalogued
+// Diagnostic. The catalog (data/diagnostics.yaml, embedded at build time) holds
+// each code's message template, meaning, solutions, example and related codes;
+// code sites only name the code and fill the template's {placeholders}.
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace attnkit {
+
+enum class Severity { error, warning, note };
+std::string_view severity_name(Severity s);
+
+struct Diagnostic {
+  std::string code;
+  Severity severity = Severity::error;
+  std::string message;  // the template with its placeholders filled in
+  std::string meaning;
+  std::vector<std::string> solutions;
+  std::string example;  // "before" and "after" lines
+  std::string when;
+  std::vector<std::string> related;
+};
+
+// One page of the catalog.
+struct CatalogEntry {
+  std::string code;
+  std::string title;
+  Severity severity = Severity::error;
+  std::string message;  // template: "{name}" is replaced by the argument `name`
+  std::string meaning;
+  std::vector<std::string> solutions;
+  std::string example_before;
+  std::string example_after;
+  std::string when;
+  std::vector<std::string> related;
+};
+
+using DiagArgs = std::initializer_list<std::pair<std::string_view, std::string>>;
+
+// The embedded catalog, parsed once.
+const std::vector<CatalogEntry>& diagnostic_catalog();
+const CatalogEntry* find_catalog_entry(std::string_view code);
+
+// Builds the diagnostic for `code` with the template filled from `args`.
+// An unknown code is a programming error: it yields an "AK0000" internal
+// diagnostic naming the missing code (and a test asserts none is produced).
+Diagnostic diagnose(std::string_view code, DiagArgs args = {});
+
+// Fills "{key}" placeholders; unknown placeholders are left as written.
+std::string fill_template(std::string_view tmpl, DiagArgs args);
+
+// Several diagnostics; `ok()` when none is an error.
+class Diagnostics {
+ public:
+  Diagnostics() = default;
+  Diagnostics(Diagnostic d) { items_.push_back(std::move(d)); }  // NOLINT: implicit by design
+
+  void add(Diagnostic d) { items_.push_back(std::move(d)); }
+  void add(std::string_view code, DiagArgs args = {}) { items_.push_back(diagnose(code, args)); }
+  void append(const Diagnostics& other) {
+    items_.insert(items_.end(), other.items_.begin(), other.items_.end());
+  }
+
+  bool ok() const;
+  bool empty() const { return items_.empty(); }
+  std::size_t size() const { return items_.size(); }
+  const std::vector<Diagnostic>& items() const { return items_; }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+  bool has_code(std::string_view code) const;
+  // "code: message" lines, for logs and exceptions.
+  std::string summary() const;
+
+ private:
+  std::vector<Diagnostic> items_;
+};
+
+// A value or the diagnostics explaining why there is none.
+template <class T>
+class Result {
+ public:
+  Result(T value) : value_(std::move(value)), has_value_(true) {}  // NOLINT
+  Result(Diagnostics why) : why_(std::move(why)) {}                // NOLINT
+  Result(Diagnostic why) : why_(std::move(why)) {}                 // NOLINT
+
+  bool ok() const { return has_value_; }
+  explicit operator bool() const { return has_value_; }
+  T& value() { return value_; }
+  const T& value() const { return value_; }
+  T& operator*() { return value_; }
+  T* operator->() { return &value_; }
+  const Diagnostics& diagnostics() const { return why_; }
+
+ private:
+  T value_{};
+  Diagnostics why_;
+  bool has_value_ = false;
+};
+
+}  // namespace attnkit

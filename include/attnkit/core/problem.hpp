@@ -1,0 +1,91 @@
+#pragma once
+// Problem: the description of one attention call, without its data. Selection
+// and validation work on Problems alone (no GPU, no memory); kernels receive the
+// Problem plus an AttentionTensors binding the actual buffers.
+//
+//   O[b, h, i, :] = sum_j softmax_j(S[b, h, i, j]) V[b, g(h), j, :]
+//   S = scale * Q[b, h, i, :] . K[b, g(h), j, :]   (then softcap, then mask)
+//   g(h) = h / (heads_q / heads_kv)                 (GQA / MQA)
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "attnkit/core/diagnostic.hpp"
+#include "attnkit/core/dtype.hpp"
+#include "attnkit/core/tensor.hpp"
+
+namespace attnkit {
+
+// BSHD: [batch, seq, heads, dim]; BHSD: [batch, heads, seq, dim];
+// THD: packed [total_tokens, heads, dim] with cu_seqlens [batch + 1].
+enum class Layout : std::uint8_t { bshd, bhsd, thd };
+std::string_view layout_name(Layout l);
+std::optional<Layout> parse_layout(std::string_view s);
+
+// Causal is bottom-right aligned: with sq queries over sk keys, query i sees
+// keys j <= i + (sk - sq). A sliding window (left, right) around that diagonal
+// sees j in [i + off - left, i + off + right]; -1 means unbounded on that side.
+enum class MaskKind : std::uint8_t { none, causal, sliding_window, block_sparse, custom };
+std::string_view mask_kind_name(MaskKind m);
+
+struct Window {
+  int left = -1;
+  int right = -1;
+  friend bool operator==(const Window&, const Window&) = default;
+};
+
+// Block-sparse: a uint8 mask [batch, heads_q, ceil(sq/block_q), ceil(sk/block_k)]
+// (broadcast strides allowed); a 0 block is skipped entirely.
+struct BlockSparse {
+  int block_q = 64;
+  int block_k = 64;
+};
+
+// Paged KV cache: K/V are [num_pages, page_size, heads_kv, dim]; sequence b's
+// key j lives in page block_table[b, j / page_size] at row j % page_size, and
+// seqlens_k[b] keys are valid.
+struct PagedKv {
+  int page_size = 16;
+};
+
+struct Problem {
+  Layout layout = Layout::bshd;
+  int batch = 1;
+  int seqlen_q = 1;  // THD: the longest sequence (max_seqlen_q)
+  int seqlen_k = 1;  // THD / paged: the longest sequence (max_seqlen_k)
+  int heads_q = 1;
+  int heads_kv = 1;
+  int head_dim_qk = 64;
+  int head_dim_v = 64;
+  DType dtype = DType::bf16;     // q, and k/v unless kv_dtype is set
+  std::optional<DType> kv_dtype;  // e.g. an fp8 KV cache under bf16 queries
+  std::optional<DType> out_dtype_override;  // default: dtype (bf16 for fp8/int8 inputs)
+  MaskKind mask = MaskKind::none;
+  Window window{};               // used when mask == sliding_window
+  BlockSparse block_sparse{};    // used when mask == block_sparse
+  float softcap = 0.0f;          // > 0: s <- softcap * tanh(s / softcap)
+  std::optional<float> scale;    // default 1 / sqrt(head_dim_qk)
+  bool has_sinks = false;        // per-head sink logit [heads_q] (fp32), joins the denominator
+  bool return_lse = false;       // natural-log LSE (fp32): [batch, heads_q, seqlen_q] or [heads_q, total_q]
+  std::optional<PagedKv> paged_kv;
+  // fp8 inputs are stored scaled; the math uses x * descale.
+  float q_descale = 1.0f, k_descale = 1.0f, v_descale = 1.0f;
+
+  DType k_dtype() const { return kv_dtype.value_or(dtype); }
+  DType out_dtype() const;
+  float softmax_scale() const;
+  int gqa_ratio() const { return heads_kv > 0 ? heads_q / heads_kv : 0; }
+  bool is_varlen() const { return layout == Layout::thd; }
+  // Effective (left, right) window for causal / sliding window, (-1, -1) otherwise.
+  Window effective_window() const;
+  // Multiply-adds of the two matmuls, 2 FLOP each, over the visible (i, j) pairs
+  // of the longest-sequence shape: 2*b*h*sq*sk*(dqk+dv) halved for causal.
+  double flops() const;
+  std::string summary() const;  // one line, for logs
+};
+
+// Structural checks of a Problem on its own (positive sizes, head ratio, dims,
+// window values, dtype combinations). Empty result means valid.
+Diagnostics validate_problem(const Problem& p);
+
+}  // namespace attnkit

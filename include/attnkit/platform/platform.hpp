@@ -1,0 +1,49 @@
+#pragma once
+// Platform: where attention runs. Detected on this machine, or named on the
+// command line ("cuda:sm90", "cpu", "rocm", ...) to validate a deployment for
+// another machine. Only CUDA and CPU kernels are built; other kinds are modelled.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "attnkit/core/diagnostic.hpp"
+
+namespace attnkit {
+
+enum class PlatformKind : std::uint8_t { cpu, cuda, rocm, xpu, musa, mps, npu };
+std::string_view platform_kind_name(PlatformKind k);
+
+// x86 SIMD levels the CPU kernels dispatch on (highest first).
+struct CpuFeatures {
+  bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512_bf16 = false,
+       avx512_fp16 = false, amx_bf16 = false;
+  int logical_cores = 1;
+  std::string model;
+};
+
+struct Platform {
+  PlatformKind kind = PlatformKind::cpu;
+  int sm = 0;             // CUDA compute capability as major*10+minor (90 for sm_90)
+  std::string device_name;  // "NVIDIA H200", CPU model, or the named platform
+  bool detected = false;  // true: this machine; false: named, modelled for validation
+  bool has_cudnn = false;
+  bool has_nccl = false;
+  int multiprocessors = 0;
+  CpuFeatures cpu{};
+
+  std::string label() const;  // "cuda:sm90", "cpu"
+};
+
+// The CPU of this machine (always available).
+Platform detect_cpu_platform();
+// The first CUDA device if a driver and a device are present.
+std::optional<Platform> detect_cuda_platform();
+// CUDA when a device is present, else the CPU.
+Platform detect_local_platform();
+// "cpu", "cuda" (this machine's GPU), "cuda:sm80" ... , "rocm", "xpu", "musa", "mps", "npu".
+Result<Platform> parse_platform(std::string_view name);
+
+// Whether this binary was built with CUDA sources.
+bool cuda_compiled();
+
+}  // namespace attnkit

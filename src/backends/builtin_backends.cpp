@@ -1,0 +1,12 @@
+// The backends compiled into this binary, registered in selection-preference
+// order. CUDA backends join through register_cuda_backends() when built.
+#include "attnkit/backends/reference.hpp"
+#include "attnkit/backends/registry.hpp"
+
+namespace attnkit {
+
+void register_builtin_backends(Registry& registry) {
+  registry.add(make_reference_backend());
+}
+
+}  // namespace attnkit

@@ -1,0 +1,257 @@
+#include "attnkit/core/attention_tensors.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+namespace attnkit {
+namespace {
+
+std::string shape_of(std::initializer_list<std::int64_t> dims) {
+  std::ostringstream os;
+  os << '[';
+  int i = 0;
+  for (std::int64_t d : dims) os << (i++ ? ", " : "") << d;
+  os << ']';
+  return os.str();
+}
+
+// Checks one tensor's presence, dtype, device, rank and the sizes that are known
+// (-1 = any). Returns false when it is missing or its rank is wrong, so callers
+// skip checks that would index missing dimensions.
+struct Expect {
+  std::string_view name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  bool unit_last_stride = true;
+};
+
+bool check_tensor(Diagnostics& out, const TensorView& t, const Expect& e, const Problem& p,
+                  const BindingRules& rules, std::string_view why_required) {
+  const std::string name(e.name);
+  if (t.data == nullptr) {
+    // A zero-element tensor may have a null pointer.
+    bool empty = t.rank > 0 && t.numel() == 0;
+    if (!empty) {
+      out.add("AK1101", {{"name", name}, {"reason", std::string(why_required)}});
+      return false;
+    }
+  }
+  const auto rank = static_cast<int>(e.shape.size());
+  if (t.rank != rank) {
+    out.add("AK1102", {{"name", name},
+                       {"rank", std::to_string(t.rank)},
+                       {"expected", std::to_string(rank)},
+                       {"layout", std::string(layout_name(p.layout))}});
+    return false;
+  }
+  bool shape_ok = true;
+  for (int i = 0; i < rank; ++i)
+    if (e.shape[i] >= 0 && t.shape[i] != e.shape[i]) shape_ok = false;
+  if (!shape_ok) {
+    std::ostringstream exp;
+    exp << '[';
+    for (int i = 0; i < rank; ++i) {
+      if (i) exp << ", ";
+      if (e.shape[i] >= 0) exp << e.shape[i]; else exp << '*';
+    }
+    exp << ']';
+    out.add("AK1103", {{"name", name}, {"shape", t.shape_string()}, {"expected", exp.str()}});
+  }
+  if (t.dtype != e.dtype)
+    out.add("AK1104", {{"name", name},
+                       {"dtype", std::string(dtype_name(t.dtype))},
+                       {"expected", std::string(dtype_name(e.dtype))}});
+  const bool device_ok = rules.device == DeviceKind::cpu
+                             ? (t.device.kind == DeviceKind::cpu || t.device.kind == DeviceKind::cuda_host)
+                             : t.device.kind == rules.device;
+  if (!device_ok)
+    out.add("AK1105", {{"name", name},
+                       {"device", device_name(t.device)},
+                       {"expected", rules.device == DeviceKind::cpu ? "cpu" : "cuda"}});
+  if (e.unit_last_stride && rank > 0 && t.shape[rank - 1] > 1 && t.strides[rank - 1] != 1)
+    out.add("AK1106", {{"name", name}, {"stride", std::to_string(t.strides[rank - 1])}});
+  if (rules.alignment_bytes > 0 && t.data != nullptr) {
+    const auto a = static_cast<std::int64_t>(rules.alignment_bytes);
+    bool aligned = reinterpret_cast<std::uintptr_t>(t.data) % a == 0;
+    const auto elem = static_cast<std::int64_t>(dtype_size(t.dtype));
+    for (int i = 0; i + 1 < rank; ++i)
+      if (t.shape[i] > 1 && (t.strides[i] * elem) % a != 0) aligned = false;
+    if (!aligned) out.add("AK1107", {{"name", name}, {"alignment", std::to_string(a)}});
+  }
+  return shape_ok;
+}
+
+// Validates cu_seqlens values when they are readable here (host memory).
+void check_cu_seqlens(Diagnostics& out, const TensorView& cu, std::string_view name,
+                      std::int64_t packed_len) {
+  if (cu.device.kind == DeviceKind::cuda || cu.data == nullptr) return;
+  const auto* v = cu.ptr<const std::int32_t>();
+  const std::int64_t n = cu.shape[0];
+  const std::int64_t s = cu.strides[0];
+  auto fail = [&](std::string reason) {
+    out.add("AK1108", {{"name", std::string(name)}, {"reason", std::move(reason)}});
+  };
+  if (v[0] != 0) return fail("it must start at 0, starts at " + std::to_string(v[0]));
+  for (std::int64_t i = 1; i < n; ++i)
+    if (v[i * s] < v[(i - 1) * s])
+      return fail("it decreases at index " + std::to_string(i) + " (" + std::to_string(v[(i - 1) * s]) +
+                  " -> " + std::to_string(v[i * s]) + ")");
+  if (v[(n - 1) * s] > packed_len)
+    return fail("it ends at " + std::to_string(v[(n - 1) * s]) + " but the packed tensor has " +
+                std::to_string(packed_len) + " tokens");
+}
+
+}  // namespace
+
+Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, BindingRules rules) {
+  Diagnostics out;
+  const DType qt = p.dtype, kt = p.k_dtype(), ot = p.out_dtype();
+  const std::int64_t B = p.batch, Sq = p.seqlen_q, Sk = p.seqlen_k, Hq = p.heads_q,
+                     Hkv = p.heads_kv, Dqk = p.head_dim_qk, Dv = p.head_dim_v;
+  const bool thd = p.layout == Layout::thd;
+  const char* core = "q, k, v and out are always required";
+
+  auto q_like = [&](std::int64_t S, std::int64_t H, std::int64_t D) -> std::vector<std::int64_t> {
+    switch (p.layout) {
+      case Layout::bshd: return {B, S, H, D};
+      case Layout::bhsd: return {B, H, S, D};
+      case Layout::thd: return {-1, H, D};
+    }
+    return {};
+  };
+  const bool q_ok = check_tensor(out, t.q, {"q", qt, q_like(Sq, Hq, Dqk)}, p, rules, core);
+  check_tensor(out, t.out, {"out", ot, q_like(Sq, Hq, Dv)}, p, rules, core);
+  if (q_ok && thd && t.out.rank == 3 && t.out.shape[0] != t.q.shape[0])
+    out.add("AK1103", {{"name", "out"}, {"shape", t.out.shape_string()},
+                       {"expected", shape_of({t.q.shape[0], Hq, Dv})}});
+
+  if (p.paged_kv) {
+    const std::int64_t P = p.paged_kv->page_size;
+    const bool k_ok = check_tensor(out, t.k, {"k", kt, {-1, P, Hkv, Dqk}}, p, rules, core);
+    const bool v_ok = check_tensor(out, t.v, {"v", kt, {-1, P, Hkv, Dv}}, p, rules, core);
+    if (k_ok && v_ok && t.k.shape[0] != t.v.shape[0])
+      out.add("AK1103", {{"name", "v"}, {"shape", t.v.shape_string()},
+                         {"expected", shape_of({t.k.shape[0], P, Hkv, Dv})}});
+    const char* why = "a paged KV cache needs block_table and seqlens_k";
+    const bool bt_ok = check_tensor(out, t.block_table, {"block_table", DType::i32, {B, -1}, false}, p,
+                                    rules, why);
+    const bool sl_ok = check_tensor(out, t.seqlens_k, {"seqlens_k", DType::i32, {B}, false}, p, rules, why);
+    if (bt_ok && sl_ok && k_ok && t.block_table.device.kind != DeviceKind::cuda) {
+      const std::int64_t pages = t.k.shape[0], max_pages = t.block_table.shape[1];
+      for (std::int64_t b = 0; b < B; ++b) {
+        const std::int32_t len = t.seqlens_k.ptr<const std::int32_t>()[b * t.seqlens_k.strides[0]];
+        if (len < 0 || len > max_pages * P) {
+          out.add("AK1111", {{"reason", "seqlens_k[" + std::to_string(b) + "] = " + std::to_string(len) +
+                                            " does not fit in " + std::to_string(max_pages) + " pages of " +
+                                            std::to_string(P)}});
+          break;
+        }
+        bool bad = false;
+        for (std::int64_t j = 0; j < (len + P - 1) / P; ++j) {
+          const std::int32_t page =
+              t.block_table.ptr<const std::int32_t>()[b * t.block_table.strides[0] + j * t.block_table.strides[1]];
+          if (page < 0 || page >= pages) {
+            out.add("AK1111", {{"reason", "block_table[" + std::to_string(b) + ", " + std::to_string(j) +
+                                              "] = " + std::to_string(page) + " is not a page index below " +
+                                              std::to_string(pages)}});
+            bad = true;
+            break;
+          }
+        }
+        if (bad) break;
+      }
+    }
+  } else {
+    check_tensor(out, t.k, {"k", kt, q_like(Sk, Hkv, Dqk)}, p, rules, core);
+    check_tensor(out, t.v, {"v", kt, q_like(Sk, Hkv, Dv)}, p, rules, core);
+  }
+
+  if (thd) {
+    const char* why = "the packed (thd) layout needs cu_seqlens";
+    if (check_tensor(out, t.cu_seqlens_q, {"cu_seqlens_q", DType::i32, {B + 1}, false}, p, rules, why) &&
+        q_ok)
+      check_cu_seqlens(out, t.cu_seqlens_q, "cu_seqlens_q", t.q.shape[0]);
+    if (!p.paged_kv &&
+        check_tensor(out, t.cu_seqlens_k, {"cu_seqlens_k", DType::i32, {B + 1}, false}, p, rules, why) &&
+        t.k.rank == 3)
+      check_cu_seqlens(out, t.cu_seqlens_k, "cu_seqlens_k", t.k.shape[0]);
+  }
+  if (p.return_lse) {
+    std::vector<std::int64_t> shape = thd ? std::vector<std::int64_t>{Hq, q_ok ? t.q.shape[0] : -1}
+                                          : std::vector<std::int64_t>{B, Hq, Sq};
+    check_tensor(out, t.lse, {"lse", DType::f32, shape}, p, rules, "return_lse is set");
+  }
+  if (p.has_sinks) check_tensor(out, t.sinks, {"sinks", DType::f32, {Hq}}, p, rules, "has_sinks is set");
+  if (p.mask == MaskKind::block_sparse) {
+    const std::int64_t nbq = (Sq + p.block_sparse.block_q - 1) / std::max(1, p.block_sparse.block_q);
+    const std::int64_t nbk = (Sk + p.block_sparse.block_k - 1) / std::max(1, p.block_sparse.block_k);
+    check_tensor(out, t.block_mask, {"block_mask", DType::u8, {B, Hq, nbq, nbk}, false}, p, rules,
+                 "a block-sparse mask needs block_mask");
+  }
+  if (p.mask == MaskKind::custom)
+    check_tensor(out, t.custom_mask, {"custom_mask", DType::u8, {B, Hq, Sq, Sk}, false}, p, rules,
+                 "a custom mask needs custom_mask");
+  return out;
+}
+
+SequenceSpan host_sequence_span(const Problem& p, const AttentionTensors& t, int b) {
+  SequenceSpan s;
+  if (p.layout == Layout::thd) {
+    const auto* cq = t.cu_seqlens_q.ptr<const std::int32_t>();
+    const std::int64_t st = t.cu_seqlens_q.strides[0];
+    s.q_offset = cq[b * st];
+    s.q_len = cq[(b + 1) * st] - cq[b * st];
+    if (!p.paged_kv) {
+      const auto* ck = t.cu_seqlens_k.ptr<const std::int32_t>();
+      const std::int64_t sk = t.cu_seqlens_k.strides[0];
+      s.k_offset = ck[b * sk];
+      s.k_len = ck[(b + 1) * sk] - ck[b * sk];
+    }
+  } else {
+    s.q_len = p.seqlen_q;
+    s.k_len = p.seqlen_k;
+  }
+  if (p.paged_kv) s.k_len = t.seqlens_k.ptr<const std::int32_t>()[b * t.seqlens_k.strides[0]];
+  return s;
+}
+
+namespace {
+// Calls f(linear element index) over every element of a strided view.
+template <class F>
+bool for_each_offset(const TensorView& t, F&& f) {
+  if (t.numel() == 0) return true;
+  std::array<std::int64_t, kMaxRank> idx{};
+  while (true) {
+    std::int64_t off = 0;
+    for (int d = 0; d < t.rank; ++d) off += idx[d] * t.strides[d];
+    if (!f(off)) return false;
+    int d = t.rank - 1;
+    while (d >= 0 && ++idx[d] == t.shape[d]) idx[d--] = 0;
+    if (d < 0) return true;
+  }
+}
+}  // namespace
+
+Diagnostics scan_nonfinite_inputs(const Problem& p, const AttentionTensors& t) {
+  Diagnostics out;
+  auto scan = [&](const TensorView& v, const char* name) {
+    if (v.data == nullptr || !is_floating(v.dtype) || v.device.kind == DeviceKind::cuda) return;
+    for_each_offset(v, [&](std::int64_t off) {
+      const double x = load_as_double(v.data, v.dtype, off);
+      if (std::isfinite(x)) return true;
+      out.add("AK1109", {{"name", name}, {"value", std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf")},
+                         {"index", std::to_string(off)}});
+      return false;
+    });
+  };
+  scan(t.q, "q");
+  if (!p.paged_kv) {
+    scan(t.k, "k");
+    scan(t.v, "v");
+  }
+  if (p.has_sinks) scan(t.sinks, "sinks");
+  return out;
+}
+
+}  // namespace attnkit

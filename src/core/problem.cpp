@@ -1,0 +1,138 @@
+#include "attnkit/core/problem.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace attnkit {
+
+std::string_view layout_name(Layout l) {
+  switch (l) {
+    case Layout::bshd: return "bshd";
+    case Layout::bhsd: return "bhsd";
+    case Layout::thd: return "thd";
+  }
+  return "?";
+}
+
+std::optional<Layout> parse_layout(std::string_view s) {
+  if (s == "bshd") return Layout::bshd;
+  if (s == "bhsd") return Layout::bhsd;
+  if (s == "thd") return Layout::thd;
+  return std::nullopt;
+}
+
+std::string_view mask_kind_name(MaskKind m) {
+  switch (m) {
+    case MaskKind::none: return "none";
+    case MaskKind::causal: return "causal";
+    case MaskKind::sliding_window: return "sliding_window";
+    case MaskKind::block_sparse: return "block_sparse";
+    case MaskKind::custom: return "custom";
+  }
+  return "?";
+}
+
+DType Problem::out_dtype() const {
+  if (out_dtype_override) return *out_dtype_override;
+  if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) return dtype;
+  return DType::bf16;
+}
+
+float Problem::softmax_scale() const {
+  return scale.value_or(1.0f / std::sqrt(static_cast<float>(head_dim_qk)));
+}
+
+Window Problem::effective_window() const {
+  if (mask == MaskKind::causal) return {-1, 0};
+  if (mask == MaskKind::sliding_window) return window;
+  return {-1, -1};
+}
+
+double Problem::flops() const {
+  double pairs = static_cast<double>(seqlen_q) * seqlen_k;
+  if (mask == MaskKind::causal) pairs *= 0.5;
+  return 2.0 * batch * heads_q * pairs * (head_dim_qk + head_dim_v);
+}
+
+std::string Problem::summary() const {
+  std::ostringstream os;
+  os << layout_name(layout) << " b" << batch << " sq" << seqlen_q << " sk" << seqlen_k << " hq"
+     << heads_q << " hkv" << heads_kv << " d" << head_dim_qk;
+  if (head_dim_v != head_dim_qk) os << "/" << head_dim_v;
+  os << " " << dtype_name(dtype);
+  if (kv_dtype && *kv_dtype != dtype) os << " kv:" << dtype_name(*kv_dtype);
+  os << " mask:" << mask_kind_name(mask);
+  if (mask == MaskKind::sliding_window) os << "(" << window.left << "," << window.right << ")";
+  if (softcap > 0) os << " softcap:" << softcap;
+  if (has_sinks) os << " sinks";
+  if (return_lse) os << " lse";
+  if (paged_kv) os << " paged:" << paged_kv->page_size;
+  return os.str();
+}
+
+namespace {
+constexpr int kMaxHeadDim = 512;
+
+void require_at_least(Diagnostics& out, std::string_view field, long long value, long long min) {
+  if (value < min)
+    out.add("AK1001",
+            {{"field", std::string(field)}, {"min", std::to_string(min)}, {"value", std::to_string(value)}});
+}
+
+bool is_attention_input_type(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f8e4m3 ||
+         t == DType::f8e5m2 || t == DType::i8;
+}
+}  // namespace
+
+Diagnostics validate_problem(const Problem& p) {
+  Diagnostics out;
+  require_at_least(out, "batch", p.batch, 1);
+  // THD sequences may be empty; the longest still bounds the grid, 0 is allowed there.
+  const int min_len = p.layout == Layout::thd || p.paged_kv ? 0 : 1;
+  require_at_least(out, "seqlen_q", p.seqlen_q, min_len);
+  require_at_least(out, "seqlen_k", p.seqlen_k, min_len);
+  require_at_least(out, "heads_q", p.heads_q, 1);
+  require_at_least(out, "heads_kv", p.heads_kv, 1);
+  require_at_least(out, "head_dim_qk", p.head_dim_qk, 1);
+  require_at_least(out, "head_dim_v", p.head_dim_v, 1);
+  if (p.heads_q >= 1 && p.heads_kv >= 1 && p.heads_q % p.heads_kv != 0)
+    out.add("AK1002", {{"heads_q", std::to_string(p.heads_q)}, {"heads_kv", std::to_string(p.heads_kv)}});
+  for (auto [field, value] : {std::pair<std::string_view, int>{"head_dim_qk", p.head_dim_qk},
+                              {"head_dim_v", p.head_dim_v}})
+    if (value > kMaxHeadDim)
+      out.add("AK1003", {{"field", std::string(field)},
+                         {"value", std::to_string(value)},
+                         {"max", std::to_string(kMaxHeadDim)}});
+  if (p.mask == MaskKind::sliding_window && (p.window.left < -1 || p.window.right < -1))
+    out.add("AK1004", {{"left", std::to_string(p.window.left)}, {"right", std::to_string(p.window.right)}});
+  if (!(p.softcap >= 0.0f) || std::isinf(p.softcap))
+    out.add("AK1005", {{"value", std::to_string(p.softcap)}});
+  if (p.scale && (!(*p.scale > 0.0f) || std::isinf(*p.scale)))
+    out.add("AK1006", {{"value", std::to_string(*p.scale)}});
+  if (!is_attention_input_type(p.dtype))
+    out.add("AK1007", {{"role", "q"}, {"dtype", std::string(dtype_name(p.dtype))},
+                       {"reason", "inputs are fp32, fp16, bf16, fp8 or int8"}});
+  if (!is_attention_input_type(p.k_dtype()))
+    out.add("AK1007", {{"role", "k/v"}, {"dtype", std::string(dtype_name(p.k_dtype()))},
+                       {"reason", "inputs are fp32, fp16, bf16, fp8 or int8"}});
+  const DType o = p.out_dtype();
+  if (o != DType::f32 && o != DType::f16 && o != DType::bf16 && o != DType::f64)
+    out.add("AK1007", {{"role", "out"}, {"dtype", std::string(dtype_name(o))},
+                       {"reason", "outputs are fp32, fp16 or bf16 (fp64 for the reference)"}});
+  if (p.mask == MaskKind::block_sparse && (p.block_sparse.block_q < 1 || p.block_sparse.block_k < 1))
+    out.add("AK1008", {{"block_q", std::to_string(p.block_sparse.block_q)},
+                       {"block_k", std::to_string(p.block_sparse.block_k)}});
+  if (p.paged_kv) {
+    if (p.paged_kv->page_size < 1) out.add("AK1009", {{"value", std::to_string(p.paged_kv->page_size)}});
+    if (p.layout == Layout::bhsd)
+      out.add("AK1010", {{"reason", "a paged KV cache needs bshd or thd queries (pages are [page, heads, dim])"}});
+  }
+  for (auto [name, d] : {std::pair<std::string_view, float>{"q_descale", p.q_descale},
+                         {"k_descale", p.k_descale}, {"v_descale", p.v_descale}})
+    if (!(d > 0.0f) || std::isinf(d))
+      out.add("AK1006", {{"value", std::string(name) + "=" + std::to_string(d)}});
+  return out;
+}
+
+}  // namespace attnkit
