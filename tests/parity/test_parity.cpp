@@ -1,0 +1,107 @@
+// The parity harness: every registered backend, every case, against the exact
+// `reference` (fp64 outputs), with fresh random inputs and poisoned outputs.
+// A backend may refuse a case only with a declared-capability reason (AK21xx).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "attnkit/backends/reference.hpp"
+#include "attnkit/backends/registry.hpp"
+#include "testing/backend_runner.hpp"
+#include "testing/error_norms.hpp"
+#include "testing/parity_cases.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+struct ParityParam {
+  std::string backend;
+  ParityCase c;
+};
+
+std::vector<ParityParam> all_params() {
+  std::vector<ParityParam> params;
+  const auto cases = parity_cases();
+  for (const Backend* b : default_registry().all()) {
+    if (b->name() == "reference") continue;  // the oracle itself
+    for (const ParityCase& c : cases) params.push_back({std::string(b->name()), c});
+  }
+  return params;
+}
+
+// How many cases each backend actually ran (not refused), checked at the end.
+std::map<std::string, int>& ran_counts() {
+  static std::map<std::string, int> counts;
+  return counts;
+}
+
+class Parity : public ::testing::TestWithParam<ParityParam> {};
+
+TEST_P(Parity, MatchesReference) {
+  const ParityParam& param = GetParam();
+  const Backend* backend = default_registry().find(param.backend);
+  ASSERT_NE(backend, nullptr);
+  const TestPlatform tp = test_platform_for(*backend);
+  if (!tp.platform) GTEST_SKIP() << param.backend << ": " << tp.skip_reason;
+
+  auto data = HostProblemData::create(param.c.problem, param.c.data);
+  ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+  const Problem& p = data->problem();
+
+  const Diagnostics refused = backend->check(p, *tp.platform);
+  if (!refused.empty()) {
+    for (const Diagnostic& d : refused)
+      ASSERT_EQ(d.code.rfind("AK21", 0), 0u) << "refusal must be a declared capability: " << refused.summary();
+    GTEST_SKIP() << param.backend << " declares it cannot run " << p.summary() << ": " << refused.summary();
+  }
+
+  const Diagnostics ran = run_backend(*backend, *tp.platform, *data);
+  ASSERT_TRUE(ran.ok()) << ran.summary();
+  ++ran_counts()[param.backend];
+
+  // The oracle, with unrounded fp64 outputs.
+  Problem ref_problem = p;
+  ref_problem.out_dtype_override = DType::f64;
+  HostTensor ref_out = data->make_output(DType::f64);
+  HostTensor ref_lse = p.return_lse ? data->make_lse() : HostTensor();
+  const Diagnostics ref_ran =
+      reference_attention(ref_problem, data->tensors_with_outputs(ref_out.view(), ref_lse.view()));
+  ASSERT_TRUE(ref_ran.ok()) << ref_ran.summary();
+
+  const AttentionTensors t = data->tensors();
+  const ErrorStats out_err = compare(t.out, ref_out.view());
+  EXPECT_EQ(out_err.not_finite, 0) << "unwritten or non-finite outputs: " << describe(out_err);
+  EXPECT_EQ(out_err.mismatched_infinities, 0) << describe(out_err);
+  EXPECT_LE(out_err.rel_l2, rel_l2_bound(p.out_dtype())) << p.summary() << ": " << describe(out_err);
+  if (p.return_lse) {
+    const ErrorStats lse_err = compare(t.lse, ref_lse.view());
+    EXPECT_EQ(lse_err.not_finite, 0) << "LSE: " << describe(lse_err);
+    EXPECT_EQ(lse_err.mismatched_infinities, 0) << "LSE of fully masked rows must be -inf: " << describe(lse_err);
+    EXPECT_LE(lse_err.rel_l2, 1e-4) << "LSE: " << describe(lse_err);
+  }
+}
+
+std::string param_name(const ::testing::TestParamInfo<ParityParam>& info) {
+  return info.param.backend + "_" + info.param.c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, Parity, ::testing::ValuesIn(all_params()), param_name);
+
+// Runs after the parameterised tests of this binary (gtest orders suites by
+// registration; this one is registered later). With ctest each test is its own
+// process, so this re-runs the coverage check itself rather than trusting counts.
+TEST(ParityCoverage, EachRunnableBackendRunsMostCases) {
+  const auto cases = parity_cases();
+  for (const Backend* b : default_registry().all()) {
+    const TestPlatform tp = test_platform_for(*b);
+    if (!tp.platform) continue;
+    int accepted = 0;
+    for (const ParityCase& c : cases)
+      if (b->check(c.problem, *tp.platform).empty()) ++accepted;
+    EXPECT_GE(accepted * 2, static_cast<int>(cases.size()))
+        << b->name() << " accepts only " << accepted << " of " << cases.size() << " parity cases";
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::testing

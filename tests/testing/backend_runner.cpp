@@ -1,0 +1,37 @@
+#include "testing/backend_runner.hpp"
+
+#include <vector>
+
+namespace attnkit::testing {
+
+#if defined(ATTNKIT_HAS_CUDA)
+// backend_runner_cuda.cu: copies inputs to the GPU, runs, copies outputs back.
+Diagnostics run_backend_cuda(const Plan& plan, HostProblemData& data);
+#endif
+
+TestPlatform test_platform_for(const Backend& backend) {
+  const Capabilities& caps = backend.capabilities();
+  if (caps.platforms.contains(PlatformKind::cpu)) return {detect_cpu_platform(), ""};
+  if (caps.platforms.contains(PlatformKind::cuda)) {
+    if (!caps.built) return {std::nullopt, "not built in this binary"};
+    if (auto cuda = detect_cuda_platform()) return {*cuda, ""};
+    return {std::nullopt, "no CUDA device on this machine (GPU parity runs on the device machine)"};
+  }
+  return {std::nullopt, "modelled platform only"};
+}
+
+Diagnostics run_backend(const Backend& backend, const Platform& platform, HostProblemData& data) {
+  auto plan = backend.plan(data.problem(), platform);
+  if (!plan) return plan.diagnostics();
+  if (platform.kind == PlatformKind::cuda) {
+#if defined(ATTNKIT_HAS_CUDA)
+    return run_backend_cuda(**plan, data);
+#else
+    return diagnose("AK6002", {{"reason", "this build has no CUDA"}});
+#endif
+  }
+  std::vector<std::byte> workspace((*plan)->workspace_bytes());
+  return (*plan)->run(data.tensors(), workspace, nullptr);
+}
+
+}  // namespace attnkit::testing

@@ -1,0 +1,59 @@
+#include "testing/error_norms.hpp"
+
+#include <array>
+#include <cmath>
+#include <sstream>
+
+#include "attnkit/core/dtype.hpp"
+
+namespace attnkit::testing {
+
+ErrorStats compare(const TensorView& a, const TensorView& b) {
+  ErrorStats e;
+  double diff2 = 0.0, ref2 = 0.0;
+  std::array<std::int64_t, kMaxRank> idx{};
+  if (a.numel() == 0) return e;
+  while (true) {
+    std::int64_t oa = 0, ob = 0;
+    for (int d = 0; d < a.rank; ++d) {
+      oa += idx[d] * a.strides[d];
+      ob += idx[d] * b.strides[d];
+    }
+    const double x = load_as_double(a.data, a.dtype, oa);
+    const double y = load_as_double(b.data, b.dtype, ob);
+    ++e.count;
+    if (std::isinf(y)) {
+      if (x != y) ++e.mismatched_infinities;
+    } else if (!std::isfinite(x)) {
+      ++e.not_finite;
+    } else {
+      diff2 += (x - y) * (x - y);
+      ref2 += y * y;
+      e.max_abs = std::max(e.max_abs, std::fabs(x - y));
+    }
+    int d = a.rank - 1;
+    while (d >= 0 && ++idx[d] == a.shape[d]) idx[d--] = 0;
+    if (d < 0) break;
+  }
+  e.rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  return e;
+}
+
+double rel_l2_bound(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+    case DType::f32: return 1e-5;
+    case DType::f16:
+    case DType::bf16: return 1e-2;
+    default: return 5e-2;
+  }
+}
+
+std::string describe(const ErrorStats& e) {
+  std::ostringstream os;
+  os << "rel_l2=" << e.rel_l2 << " max_abs=" << e.max_abs << " not_finite=" << e.not_finite
+     << " mismatched_inf=" << e.mismatched_infinities << " of " << e.count;
+  return os.str();
+}
+
+}  // namespace attnkit::testing

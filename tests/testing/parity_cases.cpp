@@ -1,0 +1,133 @@
+#include "testing/parity_cases.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+Problem base(int sq, int sk, int hq, int hkv, int d, DType dtype) {
+  Problem p;
+  p.batch = 2;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.head_dim_qk = p.head_dim_v = d;
+  p.dtype = dtype;
+  return p;
+}
+
+std::string dt(DType t) { return std::string(dtype_name(t)); }
+
+}  // namespace
+
+std::vector<ParityCase> parity_cases() {
+  std::vector<ParityCase> cases;
+  auto add = [&](std::string name, Problem p, ProblemDataOptions o = {}) {
+    o.seed = cases.size() * 7919 + 1;
+    cases.push_back({std::move(name), p, o});
+  };
+
+  // Sequence lengths, each dtype, plain and causal.
+  for (int s : {1, 17, 127, 1000})
+    for (DType t : {DType::f32, DType::bf16, DType::f16})
+      for (bool causal : {false, true}) {
+        Problem p = base(s, s, 4, 2, 64, t);
+        p.batch = s >= 1000 ? 1 : 2;
+        if (causal) p.mask = MaskKind::causal;
+        add("s" + std::to_string(s) + "_" + dt(t) + (causal ? "_causal" : ""), p);
+      }
+  // Head dims.
+  for (int d : {32, 64, 72, 80, 96, 128, 192, 256})
+    for (DType t : {DType::f32, DType::bf16}) {
+      Problem p = base(77, 77, 2, 1, d, t);
+      p.mask = d % 64 == 0 ? MaskKind::causal : MaskKind::none;
+      add("d" + std::to_string(d) + "_" + dt(t), p);
+    }
+  // GQA ratios.
+  for (int r : {1, 2, 4, 7, 8}) {
+    Problem p = base(65, 65, 2 * r, 2, 64, DType::bf16);
+    add("gqa" + std::to_string(r), p);
+  }
+  // Causal with sq != sk (bottom-right aligned), both directions, and decode.
+  for (auto [sq, sk] : {std::pair{17, 127}, {127, 17}, {1, 1000}, {5, 300}})
+    for (DType t : {DType::f32, DType::bf16}) {
+      Problem p = base(sq, sk, 4, 1, 64, t);
+      p.mask = MaskKind::causal;
+      add("causal_q" + std::to_string(sq) + "_k" + std::to_string(sk) + "_" + dt(t), p);
+    }
+  // Sliding windows.
+  for (auto [l, r] : {std::pair{32, 0}, {16, 16}, {-1, 8}, {0, 0}}) {
+    Problem p = base(100, 150, 4, 2, 64, DType::f32);
+    p.mask = MaskKind::sliding_window;
+    p.window = {l, r};
+    add("window_" + std::to_string(l + 1) + "_" + std::to_string(r + 1), p);
+  }
+  // Softcap, sinks, LSE.
+  {
+    Problem p = base(127, 127, 4, 2, 64, DType::f32);
+    p.softcap = 5.0f;
+    p.mask = MaskKind::causal;
+    add("softcap_causal", p);
+    p.dtype = DType::bf16;
+    p.has_sinks = true;
+    p.return_lse = true;
+    add("softcap_sinks_lse_bf16", p);
+    Problem q = base(33, 90, 8, 8, 128, DType::f32);
+    q.has_sinks = true;
+    q.return_lse = true;
+    q.scale = 0.3f;
+    add("sinks_lse_scale", q);
+    q.mask = MaskKind::causal;  // q shorter than k: no fully masked rows
+    q.seqlen_q = 90;
+    q.seqlen_k = 33;            // q longer than k: the first rows see nothing
+    add("lse_empty_rows", q);
+  }
+  // Varlen, an empty sequence included.
+  for (bool causal : {false, true})
+    for (DType t : {DType::f32, DType::bf16}) {
+      Problem p = base(60, 70, 4, 2, 64, t);
+      p.layout = Layout::thd;
+      p.batch = 4;
+      p.return_lse = true;
+      if (causal) p.mask = MaskKind::causal;
+      ProblemDataOptions o;
+      o.q_lens = {5, 0, 60, 17};
+      o.k_lens = {9, 0, 70, 17};
+      add(std::string("varlen") + (causal ? "_causal_" : "_") + dt(t), p, o);
+    }
+  // BHSD and a v head dim that differs from qk.
+  {
+    Problem p = base(50, 80, 4, 2, 64, DType::f32);
+    p.layout = Layout::bhsd;
+    p.mask = MaskKind::causal;
+    add("bhsd_causal", p);
+    Problem q = base(40, 40, 2, 2, 192, DType::bf16);
+    q.head_dim_v = 128;
+    add("dqk192_dv128", q);
+  }
+  // Block-sparse and custom masks.
+  {
+    Problem p = base(150, 200, 2, 1, 64, DType::f32);
+    p.mask = MaskKind::block_sparse;
+    p.block_sparse = {32, 64};
+    add("block_sparse", p);
+    Problem q = base(40, 50, 2, 1, 32, DType::f32);
+    q.mask = MaskKind::custom;
+    q.return_lse = true;
+    add("custom_mask", q);
+  }
+  // Paged KV cache (decode and chunked prefill).
+  {
+    Problem p = base(1, 300, 8, 2, 128, DType::bf16);
+    p.paged_kv = PagedKv{16};
+    p.seqlen_k = 300;
+    ProblemDataOptions o;
+    o.k_lens = {300, 45};
+    add("paged_decode", p, o);
+    p.seqlen_q = 20;
+    p.mask = MaskKind::causal;
+    add("paged_prefill_causal", p, o);
+  }
+  return cases;
+}
+
+}  // namespace attnkit::testing
