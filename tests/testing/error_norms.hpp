@@ -1,26 +1,12 @@
 #pragma once
-// Error measures between a backend's output and the reference's.
-#include <cstdint>
-#include <string>
-
-#include "attnkit/core/tensor.hpp"
+// Test-side names for the library's output comparison (core/error_stats.hpp).
+#include "attnkit/core/error_stats.hpp"
 
 namespace attnkit::testing {
-
-struct ErrorStats {
-  double rel_l2 = 0.0;        // ||a - b||_2 / ||b||_2 over finite reference elements
-  double max_abs = 0.0;
-  std::int64_t not_finite = 0;  // elements of `a` that are NaN/Inf where b is finite (unwritten or broken)
-  std::int64_t mismatched_infinities = 0;  // b is +-inf (LSE of an empty row) and a is not the same
-  std::int64_t count = 0;
-};
-
-// Compares two views of equal shape element by element (any float dtypes).
-ErrorStats compare(const TensorView& a, const TensorView& b);
-
-// The relative L2 bound for outputs stored in `dtype` (fp32 ~1e-5, 16-bit ~1e-2).
-double rel_l2_bound(DType dtype);
-
-std::string describe(const ErrorStats& e);
-
+using attnkit::describe;
+using attnkit::ErrorStats;
+using attnkit::rel_l2_bound;
+inline ErrorStats compare(const TensorView& got, const TensorView& reference) {
+  return compare_outputs(got, reference);
+}
 }  // namespace attnkit::testing

@@ -1,18 +1,25 @@
-#include "testing/error_norms.hpp"
+#include "attnkit/core/error_stats.hpp"
 
 #include <array>
 #include <cmath>
 #include <sstream>
 
-#include "attnkit/core/dtype.hpp"
+namespace attnkit {
 
-namespace attnkit::testing {
+void ErrorStats::merge(const ErrorStats& o) {
+  diff_sq += o.diff_sq;
+  ref_sq += o.ref_sq;
+  max_abs = std::max(max_abs, o.max_abs);
+  not_finite += o.not_finite;
+  mismatched_infinities += o.mismatched_infinities;
+  count += o.count;
+  rel_l2 = ref_sq > 0.0 ? std::sqrt(diff_sq / ref_sq) : std::sqrt(diff_sq);
+}
 
-ErrorStats compare(const TensorView& a, const TensorView& b) {
+ErrorStats compare_outputs(const TensorView& a, const TensorView& b) {
   ErrorStats e;
-  double diff2 = 0.0, ref2 = 0.0;
-  std::array<std::int64_t, kMaxRank> idx{};
   if (a.numel() == 0) return e;
+  std::array<std::int64_t, kMaxRank> idx{};
   while (true) {
     std::int64_t oa = 0, ob = 0;
     for (int d = 0; d < a.rank; ++d) {
@@ -27,15 +34,15 @@ ErrorStats compare(const TensorView& a, const TensorView& b) {
     } else if (!std::isfinite(x)) {
       ++e.not_finite;
     } else {
-      diff2 += (x - y) * (x - y);
-      ref2 += y * y;
+      e.diff_sq += (x - y) * (x - y);
+      e.ref_sq += y * y;
       e.max_abs = std::max(e.max_abs, std::fabs(x - y));
     }
     int d = a.rank - 1;
     while (d >= 0 && ++idx[d] == a.shape[d]) idx[d--] = 0;
     if (d < 0) break;
   }
-  e.rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  e.rel_l2 = e.ref_sq > 0.0 ? std::sqrt(e.diff_sq / e.ref_sq) : std::sqrt(e.diff_sq);
   return e;
 }
 
@@ -56,4 +63,4 @@ std::string describe(const ErrorStats& e) {
   return os.str();
 }
 
-}  // namespace attnkit::testing
+}  // namespace attnkit
