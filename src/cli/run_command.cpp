@@ -1,0 +1,280 @@
+// `attnkit run`: build a random problem, choose a backend, run it, time it and
+// compare it with the exact reference on sampled heads.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "attnkit/backends/reference.hpp"
+#include "attnkit/backends/registry.hpp"
+#include "attnkit/core/error_stats.hpp"
+#include "attnkit/core/host_tensor.hpp"
+#include "attnkit/platform/device_problem_data.hpp"
+#include "cli_support.hpp"
+#include "commands.hpp"
+
+namespace attnkit::cli {
+namespace {
+
+struct RunOptions {
+  int batch = 2, heads = 16, kv_heads = 4, seqlen = 1024, kv_seqlen = 0, head_dim = 128, v_head_dim = 0;
+  std::string dtype = "bf16";
+  bool causal = false;
+  std::string window;  // "L,R"
+  float softcap = 0.0f;
+  std::string varlen;  // "5,0,33"
+  std::string backend = "auto";
+  std::uint64_t seed = 0;
+  int repeat = 5;
+  int check_heads = 4;
+  std::string format = "text";
+};
+
+struct RunReport {
+  std::string backend, decided_by, platform;
+  std::vector<std::pair<std::string, std::string>> rejected;  // backend, "code: message"
+  Problem problem;
+  double time_ms = 0.0, tflops = 0.0;
+  ErrorStats error;
+  double bound = 0.0;
+  bool passed = false;
+  int heads_checked = 0;
+};
+
+Result<Problem> build_problem(const RunOptions& o, ProblemDataOptions& data) {
+  Problem p;
+  p.batch = o.batch;
+  p.heads_q = o.heads;
+  p.heads_kv = o.kv_heads;
+  p.seqlen_q = o.seqlen;
+  p.seqlen_k = o.kv_seqlen > 0 ? o.kv_seqlen : o.seqlen;
+  p.head_dim_qk = o.head_dim;
+  p.head_dim_v = o.v_head_dim > 0 ? o.v_head_dim : o.head_dim;
+  const auto dtype = parse_dtype(o.dtype);
+  if (!dtype) return diagnose("AK1007", {{"role", "q"}, {"dtype", o.dtype}, {"reason", "unknown dtype name; use fp32, fp16 or bf16"}});
+  p.dtype = *dtype;
+  p.softcap = o.softcap;
+  if (o.causal) p.mask = MaskKind::causal;
+  if (!o.window.empty()) {
+    const auto lr = parse_int_list(o.window);
+    if (!lr || lr->size() != 2)
+      return diagnose("AK1004", {{"left", o.window}, {"right", "?"}});
+    p.mask = MaskKind::sliding_window;
+    p.window = {(*lr)[0], (*lr)[1]};
+    if (o.causal) p.window.right = std::min(p.window.right < 0 ? 0 : p.window.right, 0);
+  }
+  if (!o.varlen.empty()) {
+    const auto lens = parse_int_list(o.varlen);
+    if (!lens || lens->empty())
+      return diagnose("AK1108", {{"name", "--varlen"}, {"reason", "expected comma-separated lengths, e.g. 5,0,33"}});
+    p.layout = Layout::thd;
+    p.batch = static_cast<int>(lens->size());
+    p.seqlen_q = p.seqlen_k = std::max(0, *std::max_element(lens->begin(), lens->end()));
+    data.q_lens = data.k_lens = *lens;
+    for (int len : *lens)
+      if (len < 0) return diagnose("AK1108", {{"name", "--varlen"}, {"reason", "lengths must be >= 0"}});
+  }
+  Diagnostics why = validate_problem(p);
+  if (!why.ok()) return why;
+  return p;
+}
+
+// The platforms a run may use from this machine: its GPU (if any), then its CPU.
+std::vector<Platform> local_platforms() {
+  std::vector<Platform> out;
+  if (auto cuda = detect_cuda_platform()) out.push_back(*cuda);
+  out.push_back(detect_cpu_platform());
+  return out;
+}
+
+struct Choice {
+  const Backend* backend = nullptr;
+  Platform platform;
+  std::string decided_by;
+  std::vector<std::pair<std::string, std::string>> rejected;
+};
+
+// Named backend: it must run here, or the run fails with its reasons. Auto: the
+// first registered, auto-selectable backend that accepts the problem, GPU first.
+Result<Choice> choose_backend(const Problem& p, const std::string& requested) {
+  const Registry& registry = default_registry();
+  Choice c;
+  if (requested != "auto") {
+    auto found = find_backend(registry, requested);
+    if (!found) return found.diagnostics();
+    Diagnostics last;
+    for (const Platform& platform : local_platforms()) {
+      Diagnostics why = (*found)->check(p, platform);
+      if (why.empty()) return Choice{*found, platform, "explicit --backend", {}};
+      if (last.empty() || !why.has_code("AK2101")) last = why;
+    }
+    return last;
+  }
+  for (const Platform& platform : local_platforms())
+    for (const Backend* b : registry.all()) {
+      if (!b->capabilities().auto_selectable) continue;
+      Diagnostics why = b->check(p, platform);
+      if (why.empty()) {
+        c.backend = b;
+        c.platform = platform;
+        c.decided_by = "auto: first backend in preference order that supports the problem on " + platform.label();
+        return c;
+      }
+      if (!why.has_code("AK2101")) c.rejected.emplace_back(std::string(b->name()), why.items()[0].code + ": " + why.items()[0].message);
+    }
+  return diagnose("AK2101", {{"backend", "every registered backend"}, {"platform", "this machine"}});
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Runs and times the plan on its platform; leaves the outputs of one run in `data`.
+Result<double> run_and_time(const Plan& plan, const Platform& platform, HostProblemData& data, int repeat) {
+  if (platform.kind == PlatformKind::cuda) {
+    auto device = DeviceProblemData::upload(data);
+    if (!device) return device.diagnostics();
+    auto times = (*device)->time_runs(plan, 2, repeat);
+    if (!times) return times.diagnostics();
+    Diagnostics why = (*device)->download_outputs(data);
+    if (!why.ok()) return why;
+    return median(*times);
+  }
+  std::vector<std::byte> workspace(plan.workspace_bytes());
+  Diagnostics why = plan.run(data.tensors(), workspace, nullptr);  // warm-up, and the checked outputs
+  if (!why.ok()) return why;
+  std::vector<double> ms;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    why = plan.run(data.tensors(), workspace, nullptr);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!why.ok()) return why;
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return median(ms);
+}
+
+// Compares `data`'s outputs with the reference on up to `max_heads` (batch, head)
+// pairs spread over the problem.
+ErrorStats check_against_reference(const HostProblemData& data, int max_heads, int& heads_checked) {
+  const Problem& p = data.problem();
+  std::vector<std::pair<int, int>> heads;
+  const int total = p.batch * p.heads_q;
+  const int n = std::min(total, std::max(1, max_heads));
+  for (int i = 0; i < n; ++i) {
+    const int flat = static_cast<int>(static_cast<long long>(i) * total / n);
+    heads.emplace_back(flat / p.heads_q, flat % p.heads_q);
+  }
+  heads_checked = n;
+  Problem ref_problem = p;
+  ref_problem.out_dtype_override = DType::f64;
+  HostTensor ref_out = data.make_output(DType::f64);
+  HostTensor ref_lse = p.return_lse ? data.make_lse() : HostTensor();
+  ReferenceOptions options;
+  options.only_heads = heads;
+  reference_attention(ref_problem, data.tensors_with_outputs(ref_out.view(), ref_lse.view()), options);
+  const AttentionTensors got = data.tensors();
+  ErrorStats total_err;
+  for (auto [b, h] : heads) {
+    const SequenceSpan span = host_sequence_span(p, got, b);
+    auto rows_of = [&](const TensorView& t) {
+      const HeadRows r = head_rows(p.layout, t.strides.data(), b, h, span.q_offset);
+      TensorView v = t;
+      v.data = t.bytes() + r.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+      v.rank = 2;
+      v.shape = {span.q_len, p.head_dim_v};
+      v.strides = {r.row_stride, 1};
+      return v;
+    };
+    total_err.merge(compare_outputs(rows_of(got.out), rows_of(ref_out.view())));
+  }
+  return total_err;
+}
+
+int execute(const RunOptions& o) {
+  ProblemDataOptions data_options;
+  data_options.seed = o.seed;
+  auto problem = build_problem(o, data_options);
+  if (!problem) return print_diagnostics(problem.diagnostics(), o.format);
+  auto choice = choose_backend(*problem, o.backend);
+  if (!choice) return print_diagnostics(choice.diagnostics(), o.format);
+  auto plan = choice->backend->plan(*problem, choice->platform);
+  if (!plan) return print_diagnostics(plan.diagnostics(), o.format);
+  auto data = HostProblemData::create(*problem, data_options);
+  if (!data) return print_diagnostics(data.diagnostics(), o.format);
+  auto time_ms = run_and_time(**plan, choice->platform, *data, std::max(1, o.repeat));
+  if (!time_ms) return print_diagnostics(time_ms.diagnostics(), o.format);
+
+  RunReport r;
+  r.backend = std::string(choice->backend->name());
+  r.decided_by = choice->decided_by;
+  r.platform = choice->platform.label() + " (" + choice->platform.device_name + ")";
+  r.rejected = choice->rejected;
+  r.problem = *problem;
+  r.time_ms = *time_ms;
+  r.tflops = *time_ms > 0 ? problem->flops() / (*time_ms * 1e-3) / 1e12 : 0.0;
+  r.error = check_against_reference(*data, o.check_heads, r.heads_checked);
+  r.bound = rel_l2_bound(problem->out_dtype());
+  r.passed = r.error.clean() && r.error.rel_l2 <= r.bound;
+
+  if (o.format == "json") {
+    nlohmann::json j = {{"backend", r.backend},
+                        {"time_ms", r.time_ms},
+                        {"tflops", r.tflops},
+                        {"rel_l2_err", r.error.rel_l2},
+                        {"max_abs_err", r.error.max_abs},
+                        {"passed", r.passed},
+                        {"decided_by", r.decided_by},
+                        {"platform", r.platform},
+                        {"problem", r.problem.summary()},
+                        {"error_bound", r.bound},
+                        {"heads_checked", r.heads_checked},
+                        {"unwritten_or_nonfinite", r.error.not_finite}};
+    nlohmann::json rejected = nlohmann::json::array();
+    for (const auto& [name, why] : r.rejected) rejected.push_back({{"backend", name}, {"reason", why}});
+    j["rejected"] = rejected;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("problem   {}\n", r.problem.summary());
+    std::cout << fmt::format("platform  {}\n", r.platform);
+    std::cout << fmt::format("backend   {}  ({})\n", r.backend, r.decided_by);
+    for (const auto& [name, why] : r.rejected) std::cout << fmt::format("  skipped {}: {}\n", name, why);
+    std::cout << fmt::format("time      {:.3f} ms (median of {})   {:.3f} TFLOP/s\n", r.time_ms, o.repeat, r.tflops);
+    std::cout << fmt::format("error     rel_l2 {:.3e}  max_abs {:.3e}  vs reference on {} head(s)  bound {:.0e}\n",
+                             r.error.rel_l2, r.error.max_abs, r.heads_checked, r.bound);
+    if (!r.error.clean()) std::cout << fmt::format("          {} non-finite or unwritten outputs\n", r.error.not_finite);
+    std::cout << (r.passed ? "PASSED\n" : "FAILED\n");
+  }
+  return r.passed ? 0 : 1;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Run attention on a random problem and check it against the reference");
+  cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--heads", opts->heads, "query heads")->capture_default_str();
+  cmd->add_option("--kv-heads", opts->kv_heads, "key/value heads (GQA)")->capture_default_str();
+  cmd->add_option("--seqlen", opts->seqlen, "query length")->capture_default_str();
+  cmd->add_option("--kv-seqlen", opts->kv_seqlen, "key length (default: --seqlen)");
+  cmd->add_option("--head-dim", opts->head_dim, "q/k head dim")->capture_default_str();
+  cmd->add_option("--v-head-dim", opts->v_head_dim, "v head dim (default: --head-dim)");
+  cmd->add_option("--dtype", opts->dtype, "fp32 | fp16 | bf16")->capture_default_str();
+  cmd->add_flag("--causal", opts->causal, "causal mask (bottom-right aligned)");
+  cmd->add_option("--window", opts->window, "sliding window L,R (-1 = unbounded)");
+  cmd->add_option("--softcap", opts->softcap, "logit softcap (0 = off)");
+  cmd->add_option("--varlen", opts->varlen, "packed sequences with these lengths, e.g. 5,0,33");
+  cmd->add_option("--backend", opts->backend, "backend name or auto")->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "random seed")->capture_default_str();
+  cmd->add_option("--repeat", opts->repeat, "timed repetitions (median reported)")->capture_default_str();
+  cmd->add_option("--check-heads", opts->check_heads, "(batch, head) pairs compared with the reference")->capture_default_str();
+  cmd->add_option("--format", opts->format, "text | json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  cmd->callback([opts, &exit_code] { exit_code = execute(*opts); });
+}
+
+}  // namespace attnkit::cli
