@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every test: install what is missing, build everything, run the C++ tests
+# (CTest) and, when the Python module exists, its pytest suite. GPU tests skip
+# with a message on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh --python
+cmake --preset default >/dev/null
+cmake --build --preset default -j "$(nproc)"
+ctest --preset default -j "$(nproc)"
+if [[ -f python/pyproject.toml ]]; then
+  scripts/python_tests.sh
+fi
