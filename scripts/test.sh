@@ -8,6 +8,6 @@ scripts/install_deps.sh --python
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 ctest --preset default -j "$(nproc)"
-if [[ -f python/pyproject.toml ]]; then
+if [[ -f python/CMakeLists.txt ]]; then
   scripts/python_tests.sh
 fi

@@ -1,0 +1,128 @@
+"""attnkit: attention backend selection, validation and kernels.
+
+    import attnkit
+    out = attnkit.attention(q, k, v, causal=True)          # q, k, v: [batch, seq, heads, dim]
+    out, lse = attnkit.attention(q, k, v, return_lse=True)
+
+Arrays may be numpy, torch or cupy (anything that speaks DLPack); the result
+comes back in the caller's framework, on the caller's device and stream.
+Every refusal raises attnkit.AttnkitError with the catalogued code and fixes.
+"""
+import contextlib
+import contextvars
+
+from . import _arrays
+from ._attnkit import backends, explain
+from ._attnkit import make_problem as _make_problem
+from ._attnkit import plan as _plan
+from ._errors import AttnkitError
+
+__all__ = ["attention", "attention_varlen", "attention_with_kvcache", "force_backend", "backends", "explain",
+           "AttnkitError", "last_backend"]
+
+_forced_backend = contextvars.ContextVar("attnkit_forced_backend", default=None)
+_plans = {}
+_last_backend = contextvars.ContextVar("attnkit_last_backend", default=None)
+
+
+@contextlib.contextmanager
+def force_backend(name):
+    """Within the block, every attnkit call uses backend `name` (the global-force level)."""
+    token = _forced_backend.set(name)
+    try:
+        yield
+    finally:
+        _forced_backend.reset(token)
+
+
+def last_backend():
+    """The backend that ran the most recent attnkit call in this context."""
+    return _last_backend.get()
+
+
+def _error(code, message, solutions):
+    return AttnkitError([{"code": code, "severity": "error", "message": message, "solutions": solutions}])
+
+
+def _shape(x, rank, name):
+    if len(x.shape) != rank:
+        raise _error("AK1102", f"tensor '{name}' has rank {len(x.shape)}, expected {rank}",
+                     ["flash-attention layout: q, k, v are [batch, seqlen, heads, head_dim]"
+                      if rank == 4 else "packed layout: q, k, v are [total_tokens, heads, head_dim]"])
+    return tuple(int(s) for s in x.shape)
+
+
+def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
+         window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
+         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None):
+    dtype = _arrays.dtype_name(q)
+    device = _arrays.device_kind(q)
+    requested = _forced_backend.get() or backend
+    left, right = (int(window_size[0]), int(window_size[1])) if window_size is not None else (-1, -1)
+    head_dim_qk, head_dim_v = int(q.shape[-1]), int(v.shape[-1])
+    key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, bool(causal),
+           left, right, float(softcap), softmax_scale, sinks is not None, bool(return_lse), page_size,
+           requested, device)
+    plan = _plans.get(key)
+    if plan is None:
+        problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,
+                                dtype, bool(causal), (left, right), float(softcap),
+                                None if softmax_scale is None else float(softmax_scale), sinks is not None,
+                                bool(return_lse), page_size)
+        plan = _plan(problem, requested, device)
+        _plans[key] = plan
+    out = _arrays.empty(q, out_shape, "fp32" if dtype == "fp32" else ("fp16" if dtype == "fp16" else "bf16"))
+    lse = _arrays.empty(q, lse_shape, "fp32") if return_lse else None
+    workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8") if plan.workspace_bytes else None
+    plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, workspace,
+             _arrays.current_stream(q))
+    _last_backend.set(plan.backend)
+    return (out, lse) if return_lse else out
+
+
+def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
+              return_lse=False, backend="auto"):
+    """Scaled dot-product attention over [batch, seqlen, heads, head_dim] arrays.
+
+    k and v may have fewer heads than q (GQA/MQA); causal is bottom-right aligned
+    when seqlen_q != seqlen_k; window_size=(left, right) with -1 for unbounded;
+    softcap > 0 applies softcap * tanh(s / softcap); sinks is a float32 [heads_q]
+    logit per head; return_lse also returns the float32 natural-log LSE [batch, heads, seqlen_q].
+    """
+    b, sq, hq, _ = _shape(q, 4, "q")
+    bk, sk, hkv, _ = _shape(k, 4, "k")
+    dv = int(v.shape[-1])
+    return _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv,
+                out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal, window_size=window_size,
+                softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
+                     window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None, return_lse=False,
+                     backend="auto"):
+    """Attention over packed sequences: q [total_q, heads, dim], k/v [total_k, kv_heads, dim],
+    int32 cu_seqlens of length batch + 1 (empty sequences allowed). LSE is [heads, total_q]."""
+    tq, hq, _ = _shape(q, 3, "q")
+    _, hkv, _ = _shape(k, 3, "k")
+    dv = int(v.shape[-1])
+    batch = int(cu_seqlens_q.shape[0]) - 1
+    return _run("thd", q, k, v, batch=batch, seqlen_q=int(max_seqlen_q), seqlen_k=int(max_seqlen_k), heads_q=hq,
+                heads_kv=hkv, out_shape=(tq, hq, dv), lse_shape=(hq, tq), causal=causal, window_size=window_size,
+                softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
+                cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+
+
+def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, causal=True, window_size=(-1, -1),
+                           softcap=0.0, softmax_scale=None, sinks=None, return_lse=False, backend="auto"):
+    """Decode / chunked prefill over a paged KV cache: q [batch, seqlen_q, heads, dim],
+    caches [num_pages, page_size, kv_heads, dim], int32 cache_seqlens [batch] and
+    block_table [batch, max_pages]. Causal aligns the queries with the last cached keys."""
+    b, sq, hq, _ = _shape(q, 4, "q")
+    _, page_size, hkv, _ = _shape(k_cache, 4, "k_cache")
+    dv = int(v_cache.shape[-1])
+    max_pages = int(block_table.shape[1])
+    return _run("bshd", q, k_cache, v_cache, batch=b, seqlen_q=sq, seqlen_k=max_pages * page_size, heads_q=hq,
+                heads_kv=hkv, out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal,
+                window_size=window_size, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
+                return_lse=return_lse, backend=backend, page_size=page_size, block_table=block_table,
+                seqlens_k=cache_seqlens)

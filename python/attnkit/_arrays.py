@@ -1,0 +1,63 @@
+"""Framework-neutral helpers: allocate outputs in the caller's framework and
+find the stream its work is queued on. Inputs cross into C++ through DLPack."""
+
+_DTYPE_NAMES = {
+    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
+    "int8": "int8", "uint8": "uint8", "int32": "int32",
+    "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2",
+}
+
+
+def framework(x):
+    """'torch', 'numpy', 'cupy' or the array's module name."""
+    module = type(x).__module__.split(".")[0]
+    return module
+
+
+def dtype_name(x):
+    """attnkit's name for the array's element type ('bf16', 'fp32', ...)."""
+    name = str(x.dtype).replace("torch.", "")
+    return _DTYPE_NAMES.get(name, name)
+
+
+def device_kind(x):
+    if framework(x) == "torch":
+        return "cuda" if x.is_cuda else "cpu"
+    if framework(x) == "cupy":
+        return "cuda"
+    return "cpu"
+
+
+def empty(like, shape, dtype):
+    """An uninitialised array of `shape` and attnkit dtype `dtype` in `like`'s framework and device."""
+    fw = framework(like)
+    if fw == "torch":
+        import torch
+        torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                       "uint8": torch.uint8, "int32": torch.int32, "fp64": torch.float64}[dtype]
+        return torch.empty(shape, dtype=torch_dtype, device=like.device)
+    if fw == "cupy":
+        import cupy
+        return cupy.empty(shape, dtype={"fp32": "float32", "fp16": "float16", "uint8": "uint8",
+                                        "int32": "int32", "fp64": "float64"}[dtype])
+    import numpy
+    if dtype == "bf16":
+        from ._errors import AttnkitError
+        raise AttnkitError([{
+            "code": "AK1104", "severity": "error",
+            "message": "numpy has no bfloat16 output type for a bf16 result",
+            "solutions": ["pass float32 or float16 numpy arrays, or torch tensors for bf16"]}])
+    return numpy.empty(shape, dtype={"fp32": "float32", "fp16": "float16", "uint8": "uint8",
+                                     "int32": "int32", "fp64": "float64"}[dtype])
+
+
+def current_stream(x):
+    """The CUDA stream handle the caller's framework queues work on (0 = default / CPU)."""
+    fw = framework(x)
+    if fw == "torch" and x.is_cuda:
+        import torch
+        return torch.cuda.current_stream(x.device).cuda_stream
+    if fw == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    return 0

@@ -1,0 +1,228 @@
+// attnkit._attnkit: the thinnest layer over the C++ API. Arrays arrive through
+// DLPack (nanobind ndarray: numpy, torch, cupy, jax ...) as non-owning views;
+// outputs are allocated by the Python layer in the caller's framework. Every
+// failure is raised as attnkit.AttnkitError carrying the catalogued diagnostics.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "attnkit/backends/registry.hpp"
+#include "attnkit/core/dlpack.hpp"
+
+namespace nb = nanobind;
+using namespace attnkit;
+
+namespace {
+
+struct DiagnosticError {
+  Diagnostics diagnostics;
+};
+
+[[noreturn]] void raise(Diagnostics d) { throw DiagnosticError{std::move(d)}; }
+
+nb::dict to_dict(const Diagnostic& d) {
+  nb::dict out;
+  out["code"] = d.code;
+  out["severity"] = std::string(severity_name(d.severity));
+  out["message"] = d.message;
+  out["meaning"] = d.meaning;
+  out["solutions"] = d.solutions;
+  out["example"] = d.example;
+  return out;
+}
+
+std::optional<TensorView> view_of(const std::optional<nb::ndarray<>>& a, const char* name) {
+  if (!a) return std::nullopt;
+  DLTensor t{};
+  t.data = a->data();
+  t.ndim = static_cast<int32_t>(a->ndim());
+  t.dtype = DLDataType{a->dtype().code, a->dtype().bits, a->dtype().lanes};
+  t.device = DLDevice{static_cast<DLDeviceType>(a->device_type()), a->device_id()};
+  std::vector<std::int64_t> shape(a->ndim()), strides(a->ndim());
+  for (std::size_t i = 0; i < a->ndim(); ++i) {
+    shape[i] = static_cast<std::int64_t>(a->shape(i));
+    strides[i] = a->stride(i);
+  }
+  t.shape = shape.data();
+  t.strides = strides.data();
+  auto v = from_dlpack(t);
+  if (!v) {
+    Diagnostics why = v.diagnostics();
+    for (auto& d : const_cast<std::vector<Diagnostic>&>(why.items())) d.message = std::string(name) + ": " + d.message;
+    raise(why);
+  }
+  return *v;
+}
+
+std::vector<Platform> local_platforms() {
+  std::vector<Platform> out;
+  if (auto cuda = detect_cuda_platform()) out.push_back(*cuda);
+  out.push_back(detect_cpu_platform());
+  return out;
+}
+
+// A planned attention call: the backend, its platform and workspace size.
+struct PyPlan {
+  std::unique_ptr<Plan> plan;
+  std::string backend;
+  Platform platform;
+
+  std::size_t workspace_bytes() const { return plan->workspace_bytes(); }
+  std::string device() const { return platform.kind == PlatformKind::cuda ? "cuda" : "cpu"; }
+
+  void run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, std::optional<nb::ndarray<>> lse,
+           std::optional<nb::ndarray<>> sinks, std::optional<nb::ndarray<>> cu_seqlens_q,
+           std::optional<nb::ndarray<>> cu_seqlens_k, std::optional<nb::ndarray<>> block_table,
+           std::optional<nb::ndarray<>> seqlens_k, std::optional<nb::ndarray<>> workspace, std::uintptr_t stream) {
+    AttentionTensors t;
+    t.q = *view_of(q, "q");
+    t.k = *view_of(k, "k");
+    t.v = *view_of(v, "v");
+    t.out = *view_of(out, "out");
+    if (auto x = view_of(lse, "lse")) t.lse = *x;
+    if (auto x = view_of(sinks, "sinks")) t.sinks = *x;
+    if (auto x = view_of(cu_seqlens_q, "cu_seqlens_q")) t.cu_seqlens_q = *x;
+    if (auto x = view_of(cu_seqlens_k, "cu_seqlens_k")) t.cu_seqlens_k = *x;
+    if (auto x = view_of(block_table, "block_table")) t.block_table = *x;
+    if (auto x = view_of(seqlens_k, "seqlens_k")) t.seqlens_k = *x;
+    Workspace ws;
+    if (workspace) ws = {static_cast<std::byte*>(workspace->data()), workspace->nbytes()};
+    Diagnostics ran;
+    {
+      nb::gil_scoped_release release;  // CPU kernels run threads; let Python go on
+      ran = plan->run(t, ws, reinterpret_cast<StreamHandle>(stream));
+    }
+    if (!ran.ok()) raise(ran);
+  }
+};
+
+Problem make_problem(const std::string& layout, int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
+                     int head_dim_qk, int head_dim_v, const std::string& dtype, bool causal,
+                     std::pair<int, int> window, float softcap, std::optional<float> scale, bool has_sinks,
+                     bool return_lse, std::optional<int> page_size) {
+  Problem p;
+  const auto l = parse_layout(layout);
+  if (!l) raise(diagnose("AK1102", {{"name", "q"}, {"rank", "?"}, {"expected", "bshd, bhsd or thd"}, {"layout", layout}}));
+  p.layout = *l;
+  p.batch = batch;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.head_dim_qk = head_dim_qk;
+  p.head_dim_v = head_dim_v;
+  const auto t = parse_dtype(dtype);
+  if (!t) raise(diagnose("AK1007", {{"role", "q"}, {"dtype", dtype}, {"reason", "unknown dtype"}}));
+  p.dtype = *t;
+  const bool windowed = window.first >= 0 || window.second >= 0;
+  if (windowed) {
+    p.mask = MaskKind::sliding_window;
+    p.window = {window.first, causal ? 0 : window.second};
+  } else if (causal) {
+    p.mask = MaskKind::causal;
+  }
+  p.softcap = softcap;
+  p.scale = scale;
+  p.has_sinks = has_sinks;
+  p.return_lse = return_lse;
+  if (page_size) p.paged_kv = PagedKv{*page_size};
+  Diagnostics why = validate_problem(p);
+  if (!why.ok()) raise(why);
+  return p;
+}
+
+// Named backend on this machine's GPU or CPU (matching where the data lives),
+// or auto: the first registered, auto-selectable backend that accepts the problem.
+PyPlan make_plan(const Problem& p, const std::string& backend, const std::string& device) {
+  const Registry& registry = default_registry();
+  std::vector<Platform> platforms;
+  for (const Platform& pl : local_platforms())
+    if ((device == "cuda") == (pl.kind == PlatformKind::cuda)) platforms.push_back(pl);
+  if (platforms.empty())
+    raise(diagnose("AK6002", {{"reason", "the arrays are on a CUDA device but no usable GPU or CUDA build was found"}}));
+  Diagnostics last;
+  std::vector<const Backend*> candidates;
+  if (backend == "auto") {
+    for (const Backend* b : registry.all())
+      if (b->capabilities().auto_selectable) candidates.push_back(b);
+  } else {
+    auto found = find_backend(registry, backend);
+    if (!found) raise(found.diagnostics());
+    candidates.push_back(*found);
+  }
+  for (const Platform& pl : platforms)
+    for (const Backend* b : candidates) {
+      Diagnostics why = b->check(p, pl);
+      if (!why.empty()) {
+        if (last.empty() || !why.has_code("AK2101")) last = why;
+        continue;
+      }
+      auto plan = b->plan(p, pl);
+      if (!plan) raise(plan.diagnostics());
+      return PyPlan{std::move(*plan), std::string(b->name()), pl};
+    }
+  raise(last);
+}
+
+}  // namespace
+
+NB_MODULE(_attnkit, m) {
+  m.doc() = "attnkit native module (use the `attnkit` package, not this module)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const DiagnosticError& e) {
+      nb::list diags;
+      for (const Diagnostic& d : e.diagnostics) diags.append(to_dict(d));
+      nb::object cls = nb::module_::import_("attnkit._errors").attr("AttnkitError");
+      nb::object err = cls(diags);
+      PyErr_SetObject(cls.ptr(), err.ptr());
+    }
+  });
+
+  nb::class_<Problem>(m, "Problem")
+      .def_prop_ro("summary", &Problem::summary)
+      .def_prop_ro("flops", &Problem::flops)
+      .def_prop_ro("softmax_scale", &Problem::softmax_scale)
+      .def_prop_ro("out_dtype", [](const Problem& p) { return std::string(dtype_name(p.out_dtype())); })
+      .def("__repr__", [](const Problem& p) { return "attnkit.Problem(" + p.summary() + ")"; });
+
+  m.def("make_problem", &make_problem, nb::arg("layout"), nb::arg("batch"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
+        nb::arg("heads_q"), nb::arg("heads_kv"), nb::arg("head_dim_qk"), nb::arg("head_dim_v"), nb::arg("dtype"),
+        nb::arg("causal"), nb::arg("window"), nb::arg("softcap"), nb::arg("scale").none(), nb::arg("has_sinks"),
+        nb::arg("return_lse"), nb::arg("page_size").none());
+
+  nb::class_<PyPlan>(m, "Plan")
+      .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })
+      .def_prop_ro("device", &PyPlan::device)
+      .def_prop_ro("platform", [](const PyPlan& p) { return p.platform.label(); })
+      .def_prop_ro("workspace_bytes", &PyPlan::workspace_bytes)
+      .def("run", &PyPlan::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
+           nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
+           nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("workspace").none(),
+           nb::arg("stream"));
+
+  m.def("plan", &make_plan, nb::arg("problem"), nb::arg("backend"), nb::arg("device"));
+  m.def("backends", [] { return default_registry().names(); });
+  m.def("explain", [](const std::string& code) {
+    const CatalogEntry* e = find_catalog_entry(code);
+    if (e == nullptr) raise(diagnose("AK0000", {{"code", code}}));
+    nb::dict d;
+    d["code"] = e->code;
+    d["title"] = e->title;
+    d["message"] = e->message;
+    d["meaning"] = e->meaning;
+    d["solutions"] = e->solutions;
+    d["example_before"] = e->example_before;
+    d["example_after"] = e->example_after;
+    d["when"] = e->when;
+    d["related"] = e->related;
+    return d;
+  });
+}

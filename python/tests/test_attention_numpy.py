@@ -1,0 +1,134 @@
+"""attnkit on NumPy arrays against an independent float64 NumPy reference."""
+import numpy as np
+import pytest
+
+import attnkit
+from reference_numpy import attention_ref, rel_l2
+
+RNG = np.random.default_rng(0)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("sq,sk", [(1, 1), (17, 17), (33, 100), (100, 33)])
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (8, 2), (7, 1)])
+def test_matches_reference_fp32(causal, sq, sk, hq, hkv):
+    q, k, v = randn(2, sq, hq, 64), randn(2, sk, hkv, 64), randn(2, sk, hkv, 64)
+    out, lse = attnkit.attention(q, k, v, causal=causal, return_lse=True)
+    ref, ref_lse = attention_ref(q, k, v, causal=causal)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == (2, sq, hq, 64)
+    assert np.all(np.isfinite(out))
+    assert rel_l2(out, ref) < 1e-5
+    finite = np.isfinite(ref_lse)
+    assert np.array_equal(np.isfinite(lse), finite)  # empty causal rows: -inf
+    assert rel_l2(lse[finite], ref_lse[finite]) < 1e-5
+
+
+def test_window_softcap_sinks_scale():
+    q, k, v = randn(1, 50, 4, 32), randn(1, 70, 2, 32), randn(1, 70, 2, 48)
+    sinks = randn(4)
+    out = attnkit.attention(q, k, v, window_size=(8, 3), softcap=4.0, softmax_scale=0.3, sinks=sinks)
+    ref, _ = attention_ref(q, k, v, window=(8, 3), softcap=4.0, scale=0.3, sinks=sinks)
+    assert out.shape == (1, 50, 4, 48)
+    assert rel_l2(out, ref) < 1e-5
+
+
+def test_fp16_inputs():
+    q, k, v = (randn(2, 64, 4, 128, dtype=np.float16) for _ in range(3))
+    out = attnkit.attention(q, k, v, causal=True)
+    assert out.dtype == np.float16
+    ref, _ = attention_ref(q, k, v, causal=True)
+    assert rel_l2(out, ref) < 1e-2
+
+
+def test_varlen_with_an_empty_sequence():
+    lens_q, lens_k = [5, 0, 20], [9, 4, 20]
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q, k, v = randn(sum(lens_q), 4, 64), randn(sum(lens_k), 2, 64), randn(sum(lens_k), 2, 64)
+    out, lse = attnkit.attention_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True, return_lse=True)
+    assert out.shape == q.shape and lse.shape == (4, sum(lens_q))
+    for b in range(3):
+        qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        if lens_q[b] == 0:
+            continue
+        ref, ref_lse = attention_ref(q[None, qs], k[None, ks], v[None, ks], causal=True)
+        assert rel_l2(out[qs], ref[0]) < 1e-5
+        assert rel_l2(lse[:, qs], ref_lse[0]) < 1e-5
+
+
+def test_paged_kv_cache_decode():
+    page, pages, b, hkv, d = 16, 12, 2, 2, 64
+    k_cache, v_cache = randn(pages, page, hkv, d), randn(pages, page, hkv, d)
+    table = np.array([[3, 7, 1, 0], [10, 2, 0, 0]], dtype=np.int32)
+    seqlens = np.array([50, 20], dtype=np.int32)
+    q = randn(b, 1, 8, d)
+    out = attnkit.attention_with_kvcache(q, k_cache, v_cache, seqlens, table)
+    for i in range(b):
+        kk = k_cache[table[i]].reshape(-1, hkv, d)[: seqlens[i]]
+        vv = v_cache[table[i]].reshape(-1, hkv, d)[: seqlens[i]]
+        ref, _ = attention_ref(q[i : i + 1], kk[None], vv[None], causal=True)
+        assert rel_l2(out[i], ref[0]) < 1e-5
+
+
+def test_force_backend_and_explicit_backend():
+    q, k, v = randn(1, 8, 2, 32), randn(1, 8, 2, 32), randn(1, 8, 2, 32)
+    with attnkit.force_backend("reference"):
+        attnkit.attention(q, k, v)
+        assert attnkit.last_backend() == "reference"
+    attnkit.attention(q, k, v)
+    assert attnkit.last_backend() != "reference"  # the oracle is never auto-picked
+    attnkit.attention(q, k, v, backend="reference")
+    assert attnkit.last_backend() == "reference"
+
+
+def test_strided_inputs_are_read_in_place():
+    base = randn(1, 16, 4, 2 * 64)
+    q = base[..., :64]  # strided along the head dim's parent
+    k, v = randn(1, 16, 4, 64), randn(1, 16, 4, 64)
+    out = attnkit.attention(q, k, v)
+    ref, _ = attention_ref(q, k, v)
+    assert rel_l2(out, ref) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "make, code",
+    [
+        (lambda: (randn(1, 4, 3, 32), randn(1, 4, 2, 32), randn(1, 4, 2, 32)), "AK1002"),  # 3 q heads over 2
+        (lambda: (randn(4, 3, 32), randn(4, 3, 32), randn(4, 3, 32)), "AK1102"),  # rank 3 for bshd
+        (lambda: (randn(1, 4, 2, 32), randn(1, 4, 2, 16), randn(1, 4, 2, 32)), "AK1103"),  # k head dim
+        (lambda: (randn(1, 4, 2, 32), randn(1, 4, 2, 32).astype(np.float16), randn(1, 4, 2, 32)), "AK1104"),
+        (lambda: (np.full((1, 4, 2, 32), np.nan, np.float32), randn(1, 4, 2, 32), randn(1, 4, 2, 32)), "AK1109"),
+        (lambda: (randn(1, 4, 2, 64)[..., ::2], randn(1, 4, 2, 32), randn(1, 4, 2, 32)), "AK1106"),
+    ],
+)
+def test_bad_input_raises_catalogued_error(make, code):
+    q, k, v = make()
+    with pytest.raises(attnkit.AttnkitError) as e:
+        attnkit.attention(q, k, v)
+    assert code in [d["code"] for d in e.value.diagnostics], str(e.value)
+    assert e.value.solutions
+
+
+def test_unknown_backend_names_the_nearest():
+    q = randn(1, 4, 2, 32)
+    with pytest.raises(attnkit.AttnkitError) as e:
+        attnkit.attention(q, q, q, backend="refrence")
+    assert e.value.code == "AK2002"
+    assert "reference" in str(e.value)
+
+
+def test_empty_batch_is_refused_not_crashed():
+    q = np.zeros((0, 4, 2, 32), np.float32)
+    with pytest.raises(attnkit.AttnkitError) as e:
+        attnkit.attention(q, q, q)
+    assert e.value.code == "AK1001"
+
+
+def test_explain_returns_the_catalog_page():
+    page = attnkit.explain("AK1002")
+    assert page["code"] == "AK1002" and page["solutions"] and page["meaning"]
+    assert "reference" in attnkit.backends()

@@ -1,0 +1,47 @@
+"""attnkit on torch tensors (skipped where torch is not installed): torch in,
+torch out, same device; compared with torch's own SDPA on CPU and, where a GPU
+is present, on CUDA."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import attnkit  # noqa: E402
+
+
+def sdpa_ref(q, k, v, causal):
+    # torch SDPA is BHSD; expand KV heads for GQA; upcast for an exact reference.
+    r = q.shape[2] // k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2).double() for x in (q, k.repeat_interleave(r, 2), v.repeat_interleave(r, 2)))
+    sq, sk = q.shape[1], k.shape[1]
+    mask = None
+    if causal:
+        i = torch.arange(sq)[:, None]
+        j = torch.arange(sk)[None, :]
+        mask = (j <= i + sk - sq).to(qt.device)
+    return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask).transpose(1, 2)
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+@pytest.mark.parametrize("dtype,bound", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2), (torch.float16, 1e-2)])
+def test_cpu_tensors(dtype, bound):
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 40, 8, 64, generator=g).to(dtype)
+    k = torch.randn(2, 40, 2, 64, generator=g).to(dtype)
+    v = torch.randn(2, 40, 2, 64, generator=g).to(dtype)
+    out = attnkit.attention(q, k, v, causal=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == dtype and out.device == q.device
+    assert rel(out, sdpa_ref(q, k, v, True)) < bound
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (runs on the GPU machine)")
+@pytest.mark.parametrize("causal", [False, True])
+def test_cuda_tensors(causal):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(2, 300, 8, 128, device="cuda", generator=g, dtype=torch.bfloat16)
+    k = torch.randn(2, 300, 2, 128, device="cuda", generator=g, dtype=torch.bfloat16)
+    v = torch.randn(2, 300, 2, 128, device="cuda", generator=g, dtype=torch.bfloat16)
+    out = attnkit.attention(q, k, v, causal=causal)
+    assert out.is_cuda and out.dtype == torch.bfloat16
+    assert rel(out, sdpa_ref(q, k, v, causal)) < 1e-2
