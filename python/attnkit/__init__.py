@@ -10,6 +10,7 @@ Every refusal raises attnkit.AttnkitError with the catalogued code and fixes.
 """
 import contextlib
 import contextvars
+import sys
 
 from . import _arrays
 from ._attnkit import backends, explain
@@ -40,6 +41,16 @@ def last_backend():
     return _last_backend.get()
 
 
+def _register_torch_ops():
+    """Registers torch.ops.attnkit.attention once torch is loaded."""
+    if "attnkit.torch_ops" not in sys.modules:
+        from . import torch_ops  # noqa: F401
+
+
+if "torch" in sys.modules:
+    _register_torch_ops()
+
+
 def _error(code, message, solutions):
     return AttnkitError([{"code": code, "severity": "error", "message": message, "solutions": solutions}])
 
@@ -55,6 +66,8 @@ def _shape(x, rank, name):
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
          cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None):
+    if _arrays.framework(q) == "torch":
+        _register_torch_ops()
     dtype = _arrays.dtype_name(q)
     device = _arrays.device_kind(q)
     requested = _forced_backend.get() or backend

@@ -45,3 +45,24 @@ def test_cuda_tensors(causal):
     out = attnkit.attention(q, k, v, causal=causal)
     assert out.is_cuda and out.dtype == torch.bfloat16
     assert rel(out, sdpa_ref(q, k, v, causal)) < 1e-2
+
+
+def test_custom_op_is_registered_and_passes_opcheck():
+    q = torch.randn(1, 16, 4, 64)
+    k = torch.randn(1, 16, 2, 64)
+    v = torch.randn(1, 16, 2, 64)
+    out = torch.ops.attnkit.attention(q, k, v, True)
+    assert rel(out, sdpa_ref(q, k, v, True)) < 1e-5
+    torch.library.opcheck(torch.ops.attnkit.attention.default, (q, k, v, True))
+
+
+def test_inside_torch_compile():
+    q = torch.randn(1, 16, 4, 64)
+    k = torch.randn(1, 16, 4, 64)
+    v = torch.randn(1, 16, 4, 64)
+
+    def block(q, k, v):
+        return torch.ops.attnkit.attention(q * 2.0, k, v, False) + 1.0
+
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+    assert rel(compiled(q, k, v), block(q, k, v)) < 1e-6
