@@ -1,5 +1,6 @@
 // The backends compiled into this binary, registered in selection-preference
 // order. CUDA backends join through register_cuda_backends() when built.
+#include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
 
@@ -7,6 +8,7 @@ namespace attnkit {
 
 void register_builtin_backends(Registry& registry) {
   registry.add(make_reference_backend());
+  registry.add(make_cpu_flash_backend());
 }
 
 }  // namespace attnkit

@@ -1,0 +1,245 @@
+// cpu_flash host glue: capabilities, plan (path choice, workspace sizing) and
+// run (binding checks, then OpenMP over (q tile, batch, head)).
+#include "attnkit/backends/cpu_flash.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu_flash/flash_dispatch.hpp"
+
+namespace attnkit {
+namespace cpu_flash {
+
+#if defined(ATTNKIT_CPU_FLASH_BF16_DOT)
+const kernels::cpu::Bf16DotOps* avx512bf16_dot_ops_unchecked();  // bf16_dot_avx512.cpp
+#endif
+
+const kernels::cpu::Bf16DotOps* bf16_dot_ops() {
+#if defined(ATTNKIT_CPU_FLASH_BF16_DOT) && (defined(__GNUC__) || defined(__clang__))
+  static const bool cpu_has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  return cpu_has ? avx512bf16_dot_ops_unchecked() : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace cpu_flash
+
+namespace {
+
+namespace kc = kernels::cpu;
+using kc::FlashTraits;
+
+std::optional<kc::Elem> elem_of(DType t) {
+  switch (t) {
+    case DType::f32: return kc::Elem::f32;
+    case DType::f16: return kc::Elem::f16;
+    case DType::bf16: return kc::Elem::bf16;
+    default: return std::nullopt;
+  }
+}
+
+bool avx512_bf16_available() {
+  return cpu_flash::highway_path_available(CpuIsa::avx512) && cpu_flash::bf16_dot_ops() != nullptr;
+}
+
+Capabilities cpu_flash_capabilities() {
+  Capabilities c;
+  c.platforms = {PlatformKind::cpu};
+  c.dtypes = {DType::f32, DType::f16, DType::bf16};
+  c.max_head_dim = 512;
+  c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
+  c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
+  c.paged_kv = false;
+  return c;
+}
+
+class CpuFlashPlan final : public Plan {
+ public:
+  CpuFlashPlan(const Problem& p, kc::FlashArgs args, cpu_flash::FlashTileFn fn, int threads)
+      : Plan(p), args_(args), fn_(fn), threads_(threads),
+        per_thread_floats_(kc::workspace_layout(args.dqk, args.dv).total) {}
+
+  std::size_t workspace_bytes() const override {
+    return static_cast<std::size_t>(threads_) * per_thread_floats_ * sizeof(float) + kAlign;
+  }
+
+  Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle) const override {
+    const Problem& p = problem();
+    if (ws.size() < workspace_bytes() || (ws.data() == nullptr && workspace_bytes() > 0))
+      return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
+    Diagnostics why = validate_binding(p, t, {DeviceKind::cpu, 0});
+    if (!why.ok()) return why;
+    why = scan_nonfinite_inputs(p, t);
+    if (!why.ok()) return why;
+
+    auto addr = reinterpret_cast<std::uintptr_t>(ws.data());
+    float* base = reinterpret_cast<float*>((addr + kAlign - 1) / kAlign * kAlign);
+    const int tiles = (p.seqlen_q + FlashTraits::kBlockQ - 1) / FlashTraits::kBlockQ;
+    const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
+    const std::int64_t items = heads * tiles;
+#pragma omp parallel num_threads(threads_)
+    {
+      float* mine = base + static_cast<std::size_t>(omp_get_thread_num()) * per_thread_floats_;
+      // Last q tiles first: under a causal mask they carry the most work.
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t it = 0; it < items; ++it) {
+        const int tile = tiles - 1 - static_cast<int>(it / heads);
+        const int b = static_cast<int>(it % heads / p.heads_q);
+        const int hq = static_cast<int>(it % p.heads_q);
+        const SequenceSpan span = host_sequence_span(p, t, b);
+        const int q0 = tile * FlashTraits::kBlockQ;
+        if (q0 >= span.q_len) continue;
+        fn_(args_, slice(p, t, b, hq, span), q0, mine);
+      }
+    }
+    return {};
+  }
+
+ private:
+  static constexpr std::size_t kAlign = 64;
+
+  static kc::HeadSlice slice(const Problem& p, const AttentionTensors& t, int b, int hq, const SequenceSpan& span) {
+    kc::HeadSlice h;
+    const int hkv = hq / p.gqa_ratio();
+    const auto rows = [&](const TensorView& tv, int head, std::int64_t token_offset, std::int64_t& stride) {
+      const HeadRows r = head_rows(p.layout, tv.strides.data(), b, head, token_offset);
+      stride = r.row_stride;
+      return static_cast<void*>(tv.bytes() + r.offset * static_cast<std::int64_t>(dtype_size(tv.dtype)));
+    };
+    h.q = rows(t.q, hq, span.q_offset, h.q_stride);
+    h.k = rows(t.k, hkv, span.k_offset, h.k_stride);
+    h.v = rows(t.v, hkv, span.k_offset, h.v_stride);
+    h.out = rows(t.out, hq, span.q_offset, h.out_stride);
+    if (p.return_lse) {
+      const auto& s = t.lse.strides;
+      h.lse = t.lse.ptr<float>() +
+              (p.layout == Layout::thd ? hq * s[0] + span.q_offset * s[1] : b * s[0] + hq * s[1]);
+      h.lse_stride = p.layout == Layout::thd ? s[1] : s[2];
+    }
+    if (p.has_sinks) h.sink = t.sinks.ptr<const float>()[hq * t.sinks.strides[0]];
+    const TensorView* mask = p.mask == MaskKind::custom ? &t.custom_mask
+                             : p.mask == MaskKind::block_sparse ? &t.block_mask
+                                                                : nullptr;
+    if (mask != nullptr) {
+      h.mask = mask->ptr<const std::uint8_t>() + b * mask->strides[0] + hq * mask->strides[1];
+      h.mask_si = mask->strides[2];
+      h.mask_sj = mask->strides[3];
+    }
+    h.sq = span.q_len;
+    h.sk = span.k_len;
+    return h;
+  }
+
+  kc::FlashArgs args_;
+  cpu_flash::FlashTileFn fn_;
+  int threads_;
+  std::size_t per_thread_floats_;
+};
+
+class CpuFlashBackend final : public Backend {
+ public:
+  explicit CpuFlashBackend(CpuFlashOptions options) : options_(options) {}
+
+  std::string_view name() const override { return "cpu_flash"; }
+  std::string_view description() const override {
+    return "tiled online-softmax attention on the CPU: Highway SIMD with run-time dispatch (AVX-512, AVX2, "
+           "emulated 128-bit), AVX512_BF16 dot products, OpenMP threads; fp32/fp16/bf16";
+  }
+  const Capabilities& capabilities() const override { return caps_; }
+
+  Diagnostics check(const Problem& p, const Platform& platform) const override {
+    Diagnostics out = Backend::check(p, platform);
+    // One storage type for q, k and v, and an fp32/fp16/bf16 output.
+    if (p.k_dtype() != p.dtype && caps_.dtypes.contains(p.k_dtype()))
+      out.add("AK2104", {{"backend", "cpu_flash"}, {"role", "k/v"}, {"dtype", std::string(dtype_name(p.k_dtype()))},
+                         {"supported", "the dtype of q (" + std::string(dtype_name(p.dtype)) + ")"}});
+    if (!elem_of(p.out_dtype()))
+      out.add("AK2104", {{"backend", "cpu_flash"}, {"role", "out"}, {"dtype", std::string(dtype_name(p.out_dtype()))},
+                         {"supported", "fp32, fp16, bf16"}});
+    return out;
+  }
+
+  Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
+    Diagnostics why = validate_problem(p);
+    why.append(check(p, platform));
+    if (!why.ok()) return why;
+    const cpu_flash::FlashTileFn fn = cpu_flash::flash_tile_fn(options_.isa);
+    const bool bf16_ok = options_.isa != CpuIsa::avx512_bf16 || avx512_bf16_available();
+    if (fn == nullptr || !bf16_ok)
+      return diagnose("AK2111", {{"backend", "cpu_flash"},
+                                 {"detail", " (the forced ISA path " + std::string(cpu_isa_name(options_.isa)) +
+                                                " is not compiled or this CPU lacks it)"}});
+    kc::FlashArgs a;
+    a.dqk = p.head_dim_qk;
+    a.dv = p.head_dim_v;
+    a.in = *elem_of(p.dtype);
+    a.out = *elem_of(p.out_dtype());
+    // Scores in log2 units (see FlashArgs): fold scale, log2(e) and the descales.
+    const float scale = p.softmax_scale() * p.q_descale * p.k_descale;
+    if (p.softcap > 0.0f) {
+      a.score_mul = scale / p.softcap;
+      a.softcap_log2 = p.softcap * FlashTraits::kLog2e;
+    } else {
+      a.score_mul = scale * FlashTraits::kLog2e;
+    }
+    a.out_mul = p.v_descale;
+    const Window w = p.effective_window();
+    a.window_left = w.left;
+    a.window_right = w.right;
+    a.extra = p.mask == MaskKind::custom         ? kc::ExtraMask::element
+              : p.mask == MaskKind::block_sparse ? kc::ExtraMask::block
+                                                 : kc::ExtraMask::none;
+    a.block_q = std::max(1, p.block_sparse.block_q);
+    a.block_k = std::max(1, p.block_sparse.block_k);
+    a.has_sinks = p.has_sinks;
+    const bool want_dot = options_.isa == CpuIsa::avx512_bf16 ||
+                          (options_.isa == CpuIsa::best && cpu_flash_best_isa() == CpuIsa::avx512_bf16);
+    if (want_dot && a.in == kc::Elem::bf16 && a.dqk % 2 == 0 && a.dv % 2 == 0) a.dot = cpu_flash::bf16_dot_ops();
+    const int threads = options_.threads > 0 ? options_.threads : std::max(1, omp_get_max_threads());
+    return std::unique_ptr<Plan>(std::make_unique<CpuFlashPlan>(p, a, fn, threads));
+  }
+
+ private:
+  CpuFlashOptions options_;
+  Capabilities caps_ = cpu_flash_capabilities();
+};
+
+}  // namespace
+
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::best: return "best";
+    case CpuIsa::emu128: return "emu128";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avx512: return "avx512";
+    case CpuIsa::avx512_bf16: return "avx512_bf16";
+  }
+  return "?";
+}
+
+std::vector<CpuIsa> cpu_flash_isas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::emu128, CpuIsa::avx2, CpuIsa::avx512})
+    if (cpu_flash::highway_path_available(isa)) out.push_back(isa);
+  if (avx512_bf16_available()) out.push_back(CpuIsa::avx512_bf16);
+  return out;
+}
+
+CpuIsa cpu_flash_best_isa() {
+  const std::string target = cpu_flash::dispatched_target_name();
+  if (target == "AVX3" || target == "AVX3_DL")
+    return avx512_bf16_available() ? CpuIsa::avx512_bf16 : CpuIsa::avx512;
+  if (target == "AVX2") return CpuIsa::avx2;
+  return CpuIsa::emu128;
+}
+
+std::unique_ptr<Backend> make_cpu_flash_backend(CpuFlashOptions options) {
+  return std::make_unique<CpuFlashBackend>(options);
+}
+
+}  // namespace attnkit
