@@ -3,12 +3,14 @@
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
+#include "backends/modelled/modelled_backends.hpp"
 
 namespace attnkit {
 
 void register_builtin_backends(Registry& registry) {
   registry.add(make_reference_backend());
   registry.add(make_cpu_flash_backend());
+  register_modelled_backends(registry);  // last: a real kernel replaces its modelled entry
 }
 
 }  // namespace attnkit

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   attnkit::cli::add_run_command(app, exit_code);
   attnkit::cli::add_backends_command(app, exit_code);
+  attnkit::cli::add_check_command(app, exit_code);
+  attnkit::cli::add_explain_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

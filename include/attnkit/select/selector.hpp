@@ -1,0 +1,180 @@
+#pragma once
+// The selection engine (design section 2). For every attention layer of a
+// model profile it picks a backend from the first priority level that is set:
+//
+//   1 per-request override   2 global force          3 component role override
+//   4 component override     5 engine default        6 declared default
+//   7 auto (the platform's preference order, filtered by capability)
+//
+// An explicit request that cannot run is an error with reasons; fallback happens
+// only where the policy allows it, and is recorded in the Decision. Nothing here
+// touches a GPU: `check` runs all of it for a named platform.
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnkit/backends/registry.hpp"
+#include "attnkit/core/diagnostic.hpp"
+#include "attnkit/platform/platform.hpp"
+#include "attnkit/select/config.hpp"
+#include "attnkit/select/profile.hpp"
+
+namespace attnkit::select {
+
+enum class Level : std::uint8_t {
+  per_request = 1,
+  global_force,
+  component_role_override,
+  component_override,
+  engine_default,
+  declared_default,
+  auto_select,
+};
+// "per_request", "global_force", "component_role_override", "component_override",
+// "engine_default", "declared_default", "auto".
+std::string_view level_name(Level l);
+
+// ---- names -------------------------------------------------------------------
+// Aliases normalise (cudnn_sdpa -> cudnn, torch_sdpa -> sdpa, triton -> triton_attn);
+// families pick a kernel for the platform: `fa` -> fa2 (sm_80..89, sm_120),
+// fa3 (sm_90), fa4 (sm_100..103), the modelled `fa` elsewhere, xpu_flash on
+// XPU; `sdpa` -> cuda_sdpa on CUDA, cpu_flash on the CPU, the modelled `sdpa`
+// elsewhere. Returns "" when the name is unknown to `registry`.
+std::string resolve_backend_name(std::string_view name, const Platform& platform, const Registry& registry);
+// Whether `canonical` is a member of the flash family (fa, fa2, fa3, fa4).
+bool is_flash_family(std::string_view canonical);
+// Every name a user may write: registered backends, families and aliases.
+std::vector<std::string> accepted_backend_names(const Registry& registry);
+// AK2002 listing the accepted names and the nearest one.
+Diagnostic unknown_backend(std::string_view name, const Registry& registry);
+
+// ---- global force --------------------------------------------------------------
+// Process-wide level-2 override; "" clears it.
+void set_global_force_backend(std::string name);
+std::string global_force_backend();
+
+// Forces a backend for every layer selected while it lives; restores the
+// previous force (possibly none) when it goes out of scope.
+class ScopedForceBackend {
+ public:
+  explicit ScopedForceBackend(std::string name);
+  ~ScopedForceBackend();
+  ScopedForceBackend(const ScopedForceBackend&) = delete;
+  ScopedForceBackend& operator=(const ScopedForceBackend&) = delete;
+
+ private:
+  std::string previous_;
+};
+
+// ---- configuration and results -------------------------------------------------
+// The engine flags of design section 5, as strings the way users write them.
+struct DeploymentConfig {
+  std::string model;                 // shipped profile name or PATH.yaml
+  std::string platform;              // "" : this machine
+  std::string dtype = "bf16";
+  std::string attention_backend;     // level 5
+  std::string attention_backend_config;
+  std::string component_attention_backends;  // "comp[.role]=backend,..." (levels 3, 4)
+  std::string prefill_attention_backend;     // level 3 for the LLM `prefill` role
+  std::string decode_attention_backend;      // level 3 for the LLM `decode` role
+  std::string mm_attention_backend;          // level 4 for multimodal components
+  std::string kv_cache_dtype = "auto";
+  int ring_degree = 1;
+  int ulysses_degree = 1;
+  std::optional<int> sp_degree;      // default: ring_degree * ulysses_degree
+  bool enable_torch_compile = false;
+  bool enable_breakable_cuda_graph = false;
+};
+
+struct Rejection {
+  std::string backend;
+  std::string code;
+  std::string reason;
+};
+
+// The selection for one (component, role): all its layers share it.
+struct Decision {
+  std::string component;
+  std::string role;
+  std::string backend;     // canonical name of the chosen (or refused) backend
+  std::string requested;   // the name as written at the deciding level ("" for auto)
+  Level decided_by = Level::auto_select;
+  std::string fallback_reason;  // "" when no fallback happened
+  std::vector<Rejection> rejected;
+  bool ok = true;          // false: the requested backend cannot run and no fallback is allowed
+  int layers = 0;
+  Problem problem;         // the representative attention call of the role
+};
+
+struct CheckResult {
+  bool ok = false;
+  Platform platform;
+  std::string model;
+  std::vector<Decision> selections;
+  Diagnostics diagnostics;
+};
+
+// ---- per-request override ------------------------------------------------------
+struct RequestOverride {
+  std::string backend;              // a backend name, or "none" to restore the defaults
+  std::optional<BackendConfig> skip_softmax;  // request-scoped skip-softmax settings
+};
+
+// The result of prepare(): everything apply() needs, already checked.
+struct PreparedRequest {
+  std::string backend;              // canonical; "none" restores defaults
+  std::vector<Decision> decisions;  // for the switchable layers
+  // Every layer's decision once applied; apply() only swaps this pointer in.
+  std::shared_ptr<const std::vector<Decision>> active;
+};
+
+// ---- the engine -----------------------------------------------------------------
+class Engine {
+ public:
+  using LogSink = std::function<void(std::string_view line)>;
+
+  explicit Engine(DeploymentConfig config, const Registry& registry = default_registry());
+  Engine(DeploymentConfig config, Profile profile, const Registry& registry = default_registry());
+
+  // Runs the whole selection; logs each component's decisions once.
+  const CheckResult& build();
+  const CheckResult& result() const { return result_; }
+  const Profile* profile() const { return profile_ ? &*profile_ : nullptr; }
+  const BackendConfig& backend_config() const { return backend_config_; }
+
+  // The decision currently in force for a layer (after any applied request).
+  const Decision* decision(std::string_view component, std::string_view role) const;
+  const std::vector<Decision>& active() const { return *active_; }
+
+  // Phase 1: checks and builds the alternative for every switchable layer;
+  // changes nothing on failure. Results are cached per backend.
+  Result<PreparedRequest> prepare(const RequestOverride& request);
+  // Phase 2: swaps the prepared decisions in; cannot fail.
+  void apply(const PreparedRequest& prepared) noexcept;
+
+  void set_log_sink(LogSink sink) { log_ = std::move(sink); }
+
+ private:
+  struct Impl;
+  DeploymentConfig config_;
+  const Registry* registry_;
+  std::optional<Profile> profile_;
+  Diagnostics profile_error_;
+  BackendConfig backend_config_;
+  CheckResult result_;
+  std::shared_ptr<const std::vector<Decision>> active_;
+  std::map<std::string, PreparedRequest> prepared_cache_;
+  std::set<std::string> logged_;
+  LogSink log_;
+  friend struct Impl;
+};
+
+// Builds an Engine and returns its result: the library side of `attnkit check`.
+CheckResult check_deployment(const DeploymentConfig& config, const Registry& registry = default_registry());
+
+}  // namespace attnkit::select

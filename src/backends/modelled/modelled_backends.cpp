@@ -1,0 +1,200 @@
+// The modelled backends as one table: name, description, capabilities. A row
+// reads like the capability matrix printed by `attnkit backends`.
+#include "backends/modelled/modelled_backends.hpp"
+
+#include <utility>
+
+namespace attnkit {
+namespace {
+
+using PK = PlatformKind;
+using MK = MaskKind;
+
+constexpr DTypeSet kHalf{DType::f16, DType::bf16};
+constexpr DTypeSet kHalfFp8{DType::f16, DType::bf16, DType::f8e4m3};
+constexpr DTypeSet kHalfF32{DType::f16, DType::bf16, DType::f32};
+const EnumSet<MK> kDenseMasks{MK::none, MK::causal, MK::sliding_window};
+const EnumSet<MK> kAllMasks{MK::none, MK::causal, MK::sliding_window, MK::block_sparse, MK::custom};
+const EnumSet<Layout> kAllLayouts{Layout::bshd, Layout::bhsd, Layout::thd};
+const EnumSet<Layout> kPadded{Layout::bshd, Layout::bhsd};
+
+class ModelledBackend final : public Backend {
+ public:
+  ModelledBackend(std::string name, std::string description, Capabilities caps)
+      : name_(std::move(name)), description_(std::move(description)), caps_(std::move(caps)) {
+    caps_.built = false;
+  }
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  const Capabilities& capabilities() const override { return caps_; }
+  Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
+    Diagnostics why = check(p, platform);
+    if (!why.has_code("AK2111")) why.add("AK2111", {{"backend", name_}, {"detail", " (modelled backend)"}});
+    return why;
+  }
+
+ private:
+  std::string name_;
+  std::string description_;
+  Capabilities caps_;
+};
+
+struct Row {
+  const char* name;
+  const char* description;
+  Capabilities caps;
+};
+
+// Starting point for a CUDA kernel of the flash family.
+Capabilities cuda_caps(int min_sm, int max_sm, DTypeSet dtypes, std::vector<int> dims) {
+  Capabilities c;
+  c.platforms = {PK::cuda};
+  c.min_sm = min_sm;
+  c.max_sm = max_sm;
+  c.dtypes = dtypes;
+  c.head_dims = std::move(dims);
+  c.masks = kDenseMasks;
+  c.layouts = kAllLayouts;
+  return c;
+}
+
+// A sparse DiT backend: dense problems in, its own sparsity pattern inside.
+Capabilities sparse_caps(std::vector<int> dims, bool ring = false) {
+  Capabilities c = cuda_caps(80, 0, kHalf, std::move(dims));
+  c.masks = {MK::none};
+  c.layouts = kPadded;
+  c.sparse = true;
+  c.ring_capable = ring;
+  c.softcap = c.sinks = false;
+  c.distinct_v_head_dim = false;
+  return c;
+}
+
+template <class F>
+Capabilities with(Capabilities c, F&& edit) {
+  edit(c);
+  return c;
+}
+
+std::vector<Row> modelled_table() {
+  const std::vector<int> flash_dims{64, 96, 128, 192, 256};
+  std::vector<Row> rows;
+  // ---- CUDA flash family (fa2 and cuda_sdpa only if their kernels are absent)
+  rows.push_back({"fa2", "flash attention, sm_80 kernel (mma.sync); modelled when not compiled",
+                  with(cuda_caps(80, 0, kHalf, flash_dims), [](Capabilities& c) {
+                    c.paged_kv = true;
+                    c.ring_capable = true;
+                  })});
+  rows.push_back({"fa3", "flash attention, sm_90 kernel (wgmma + TMA), Hopper only",
+                  with(cuda_caps(90, 90, kHalfFp8, flash_dims), [](Capabilities& c) {
+                    c.paged_kv = true;
+                    c.ring_capable = true;
+                  })});
+  rows.push_back({"fa4", "flash attention, Blackwell kernel (sm_100/sm_103)",
+                  with(cuda_caps(100, 103, kHalf, {64, 96, 128, 192}), [](Capabilities& c) {
+                    c.paged_kv = true;
+                    c.ring_capable = true;
+                    c.sinks = false;
+                  })});
+  rows.push_back({"cuda_sdpa", "generic CUDA attention (any sm, any head dim); modelled when not compiled",
+                  with(cuda_caps(0, 0, kHalfF32, {}), [](Capabilities& c) { c.masks = kAllMasks; })});
+  rows.push_back({"cudnn", "cuDNN SDPA through the graph API",
+                  with(cuda_caps(80, 0, kHalf, {}), [](Capabilities& c) {
+                    c.max_head_dim = 256;
+                    c.paged_kv = true;
+                    c.sinks = false;
+                    c.softcap = false;
+                    c.required_library = "cudnn";
+                  })});
+  // ---- quantized / sparse DiT backends
+  rows.push_back({"sage_attn", "SageAttention: int8 QK with K smoothing, fp16/fp8 PV",
+                  with(cuda_caps(80, 0, kHalf, {64, 96, 128}), [](Capabilities& c) {
+                    c.platforms = {PK::cuda, PK::musa};
+                    c.masks = {MK::none, MK::causal};
+                    c.ring_capable = true;
+                    c.softcap = c.sinks = false;
+                    c.distinct_v_head_dim = false;
+                  })});
+  rows.push_back({"sliding_tile_attn", "3D sliding tile attention over video latents (tile-ordered tokens)",
+                  sparse_caps({64, 128})});
+  rows.push_back({"sparge_attn", "SpargeAttn: top-k KV blocks from pooled q/k similarity", sparse_caps({64, 128})});
+  rows.push_back({"video_sparse_attn", "video sparse attention (coarse top-k cubes + fine block attention)",
+                  sparse_caps({64, 128})});
+  rows.push_back({"subblock_sparse_attn", "sub-block sparse attention for video DiTs", sparse_caps({64, 128})});
+  rows.push_back({"sol_attn", "dense for the first steps/layers, sparse after", sparse_caps({64, 128})});
+  rows.push_back({"video_sparse_attn_h3", "MiniMax-H3 video sparse attention with the gated compression branch",
+                  sparse_caps({64, 128})});
+  rows.push_back({"hybrid_window_attn_h3", "VDN-H3 hybrid: window softmax plus a gated linear branch",
+                  with(sparse_caps({64, 128}), [](Capabilities& c) { c.switchable_per_request = false; })});
+  // ---- LLM-side CUDA backends
+  rows.push_back({"flashinfer", "FlashInfer prefill/decode kernels (paged KV, split-KV decode)",
+                  with(cuda_caps(75, 0, kHalf, {64, 128, 256}), [](Capabilities& c) {
+                    c.kv_dtypes = {DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2};
+                    c.paged_kv = true;
+                  })});
+  rows.push_back({"flashinfer_cudnn", "FlashInfer with its cuDNN prefill/decode path",
+                  with(cuda_caps(80, 0, kHalf, {64, 128, 256}), [](Capabilities& c) {
+                    c.paged_kv = true;
+                    c.required_library = "cudnn";
+                  })});
+  rows.push_back({"flashinfer_sparse_mla", "FlashInfer sparse MLA (DeepSeek sparse attention), sm_120/121",
+                  with(cuda_caps(120, 121, {DType::bf16}, {192}), [](Capabilities& c) {
+                    c.kv_dtypes = {DType::f8e4m3};
+                    c.paged_kv = true;
+                    c.masks = {MK::causal, MK::block_sparse};
+                  })});
+  rows.push_back({"triton_attn", "Triton attention kernels (CUDA and ROCm)",
+                  with(cuda_caps(75, 0, kHalfF32, {}), [](Capabilities& c) {
+                    c.platforms = {PK::cuda, PK::rocm};
+                    c.paged_kv = true;
+                  })});
+  // ---- other platforms (modelled for validation)
+  rows.push_back({"aiter", "AMD AITER attention (ROCm; LLM default)",
+                  with(Capabilities{}, [&](Capabilities& c) {
+                    c.platforms = {PK::rocm};
+                    c.dtypes = kHalf;
+                    c.kv_dtypes = {DType::f16, DType::bf16, DType::f8e4m3};
+                    c.head_dims = {64, 128, 256};
+                    c.masks = kDenseMasks;
+                    c.layouts = kAllLayouts;
+                    c.paged_kv = true;
+                  })});
+  rows.push_back({"fa", "flash attention on ROCm (CK), MUSA and NPU (ring-capable)",
+                  with(Capabilities{}, [&](Capabilities& c) {
+                    c.platforms = {PK::rocm, PK::musa, PK::npu};
+                    c.dtypes = kHalf;
+                    c.head_dims = flash_dims;
+                    c.masks = kDenseMasks;
+                    c.layouts = kAllLayouts;
+                    c.paged_kv = true;
+                    c.ring_capable = true;
+                  })});
+  rows.push_back({"xpu_flash", "Intel XPU flash attention",
+                  with(Capabilities{}, [](Capabilities& c) {
+                    c.platforms = {PK::xpu};
+                    c.dtypes = kHalf;
+                    c.head_dims = {64, 96, 128, 192, 256};
+                    c.masks = kDenseMasks;
+                    c.layouts = kAllLayouts;
+                  })});
+  rows.push_back({"sdpa", "the platform's scaled-dot-product attention (ROCm, XPU, MUSA, MPS, NPU)",
+                  with(Capabilities{}, [](Capabilities& c) {
+                    c.platforms = {PK::rocm, PK::xpu, PK::musa, PK::mps, PK::npu};
+                    c.dtypes = kHalfF32;
+                    c.masks = kAllMasks;
+                    c.layouts = kPadded;
+                    c.paged_kv = true;
+                  })});
+  return rows;
+}
+
+}  // namespace
+
+void register_modelled_backends(Registry& registry) {
+  for (Row& row : modelled_table()) {
+    if (registry.find(row.name) != nullptr) continue;  // a real kernel is registered
+    registry.add(std::make_unique<ModelledBackend>(row.name, row.description, std::move(row.caps)));
+  }
+}
+
+}  // namespace attnkit

@@ -1,0 +1,95 @@
+// Backend names: aliases, families, and the process-wide global force.
+#include <mutex>
+
+#include "attnkit/select/selector.hpp"
+#include "select/text_util.hpp"
+
+namespace attnkit::select {
+namespace {
+
+struct Alias {
+  std::string_view alias;
+  std::string_view canonical;
+};
+constexpr Alias kAliases[] = {{"cudnn_sdpa", "cudnn"}, {"torch_sdpa", "sdpa"}, {"triton", "triton_attn"}};
+constexpr std::string_view kFamilies[] = {"fa", "sdpa"};
+
+std::string normalise(std::string_view name) {
+  for (const Alias& a : kAliases)
+    if (a.alias == name) return std::string(a.canonical);
+  return std::string(name);
+}
+
+// The kernel of the flash family for a platform (design section 2, "Names").
+std::string flash_member(const Platform& platform) {
+  switch (platform.kind) {
+    case PlatformKind::cuda:
+      if (platform.sm >= 90 && platform.sm < 100) return "fa3";
+      if (platform.sm >= 100 && platform.sm < 110) return "fa4";
+      return "fa2";  // sm_80..89 and sm_120 (an older arch is refused by fa2's own check)
+    case PlatformKind::xpu: return "xpu_flash";
+    default: return "fa";  // the modelled ROCm / MUSA / NPU entry; on the CPU its check says why not
+  }
+}
+
+std::string sdpa_member(const Platform& platform) {
+  switch (platform.kind) {
+    case PlatformKind::cuda: return "cuda_sdpa";
+    case PlatformKind::cpu: return "cpu_flash";
+    default: return "sdpa";
+  }
+}
+
+std::mutex g_force_mutex;
+std::string g_force;
+
+}  // namespace
+
+std::string resolve_backend_name(std::string_view name, const Platform& platform, const Registry& registry) {
+  std::string n = normalise(name);
+  if (n == "fa") n = flash_member(platform);
+  else if (n == "sdpa") n = sdpa_member(platform);
+  return registry.find(n) != nullptr ? registry.canonical_name(n) : std::string();
+}
+
+bool is_flash_family(std::string_view canonical) {
+  return canonical == "fa" || canonical == "fa2" || canonical == "fa3" || canonical == "fa4";
+}
+
+std::vector<std::string> accepted_backend_names(const Registry& registry) {
+  std::vector<std::string> out = registry.names();
+  for (std::string_view f : kFamilies)
+    if (std::find(out.begin(), out.end(), f) == out.end()) out.emplace_back(f);
+  for (const Alias& a : kAliases) out.emplace_back(a.alias);
+  return out;
+}
+
+Diagnostic unknown_backend(std::string_view name, const Registry& registry) {
+  const std::vector<std::string> valid = accepted_backend_names(registry);
+  const std::string near = nearest_name(name, valid);
+  return diagnose("AK2002", {{"name", std::string(name)},
+                             {"suggestion", near.empty() ? "" : " (did you mean '" + near + "'?)"},
+                             {"valid", join(valid)}});
+}
+
+void set_global_force_backend(std::string name) {
+  std::lock_guard lock(g_force_mutex);
+  g_force = std::move(name);
+}
+
+std::string global_force_backend() {
+  std::lock_guard lock(g_force_mutex);
+  return g_force;
+}
+
+ScopedForceBackend::ScopedForceBackend(std::string name) {
+  std::lock_guard lock(g_force_mutex);
+  previous_ = std::exchange(g_force, std::move(name));
+}
+
+ScopedForceBackend::~ScopedForceBackend() {
+  std::lock_guard lock(g_force_mutex);
+  g_force = std::move(previous_);
+}
+
+}  // namespace attnkit::select
