@@ -138,7 +138,7 @@ std::vector<Row> modelled_table() {
                     c.required_library = "cudnn";
                   })});
   rows.push_back({"flashinfer_sparse_mla", "FlashInfer sparse MLA (DeepSeek sparse attention), sm_120/121",
-                  with(cuda_caps(120, 121, {DType::bf16}, {192}), [](Capabilities& c) {
+                  with(cuda_caps(120, 121, {DType::bf16}, {128, 192}), [](Capabilities& c) {
                     c.kv_dtypes = {DType::f8e4m3};
                     c.paged_kv = true;
                     c.masks = {MK::causal, MK::block_sparse};
@@ -146,6 +146,7 @@ std::vector<Row> modelled_table() {
   rows.push_back({"triton_attn", "Triton attention kernels (CUDA and ROCm)",
                   with(cuda_caps(75, 0, kHalfF32, {}), [](Capabilities& c) {
                     c.platforms = {PK::cuda, PK::rocm};
+                    c.kv_dtypes = {DType::f16, DType::bf16, DType::f32, DType::f8e4m3, DType::f8e5m2};
                     c.paged_kv = true;
                   })});
   // ---- other platforms (modelled for validation)
@@ -182,7 +183,7 @@ std::vector<Row> modelled_table() {
                     c.platforms = {PK::rocm, PK::xpu, PK::musa, PK::mps, PK::npu};
                     c.dtypes = kHalfF32;
                     c.masks = kAllMasks;
-                    c.layouts = kPadded;
+                    c.layouts = kAllLayouts;
                     c.paged_kv = true;
                   })});
   return rows;

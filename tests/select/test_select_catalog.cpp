@@ -1,0 +1,225 @@
+// Every AK3xxx-AK5xxx catalog entry is triggered by a case below that asserts
+// its code, and a walk over the catalog fails for any entry no case triggers.
+#include <functional>
+#include <regex>
+#include <set>
+
+#include "select_test_util.hpp"
+
+namespace attnkit::select {
+namespace {
+
+using testing::check;
+using testing::write_temp;
+
+struct CodeCase {
+  std::string code;
+  std::string name;
+  std::function<Diagnostics()> run;
+};
+
+Diagnostics of(const CheckResult& r) { return r.diagnostics; }
+
+// Builds an engine for `c` and prepares `req`, returning the refusal.
+Diagnostics prepare(DeploymentConfig c, RequestOverride req) {
+  Engine e(std::move(c));
+  e.set_log_sink(nullptr);
+  const CheckResult& r = e.build();
+  if (!r.ok) return r.diagnostics;
+  auto p = e.prepare(req);
+  return p ? Diagnostics{} : p.diagnostics();
+}
+
+std::string sta_mask_file() { return write_temp("sta_mask.json", "{\"mask\": []}"); }
+
+const std::vector<CodeCase>& cases() {
+  static const std::vector<CodeCase> all = {
+      {"AK3001", "explicit fa3 on sm80", [] { return of(check({.model = "wan", .platform = "cuda:sm80", .attention_backend = "fa3"})); }},
+      {"AK3002", "LLM with paged KV on the CPU", [] { return of(check({.model = "llama", .platform = "cpu"})); }},
+      {"AK3003", "sparse engine default on cross-attention", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn"}));
+       }},
+      {"AK3004", "engine default fa on the head-dim-80 audio VAE", [] {
+         return of(check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "fa"}));
+       }},
+      {"AK3005", "declared default not available on the CPU", [] { return of(check({.model = "vdn-h3", .platform = "cpu"})); }},
+      {"AK3006", "typo in a component name", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .component_attention_backends = "text_encodr=sdpa"}));
+       }},
+      {"AK3007", "colon instead of =", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .component_attention_backends = "text_encoder:sdpa"}));
+       }},
+      {"AK3008", "prefill flag on a DiT", [] {
+         return of(check({.model = "flux", .platform = "cuda:sm90", .prefill_attention_backend = "fa"}));
+       }},
+      {"AK3009", "cross role on a joint-attention model", [] {
+         return of(check({.model = "flux", .platform = "cuda:sm90", .component_attention_backends = "transformer.cross=sdpa"}));
+       }},
+      {"AK3010", "hybrid backend per request", [] {
+         return prepare({.model = "wan", .platform = "cuda:sm90"}, {"hybrid_window_attn_h3", std::nullopt});
+       }},
+      {"AK3011", "per request with torch.compile", [] {
+         return prepare({.model = "wan", .platform = "cuda:sm90", .enable_torch_compile = true}, {"fa", std::nullopt});
+       }},
+      {"AK3012", "per request on a sparse server", [] {
+         return prepare({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn"}, {"fa", std::nullopt});
+       }},
+      {"AK3013", "skip-softmax with sage_attn", [] {
+         return prepare({.model = "wan", .platform = "cuda:sm90"},
+                        {"sage_attn", BackendConfig{{"threshold_scale_factor", 2.0}}});
+       }},
+      {"AK3014", "unknown dtype", [] { return of(check({.model = "wan", .platform = "cuda:sm90", .dtype = "bfloat15"})); }},
+      {"AK3015", "no model", [] { return of(check({.platform = "cuda:sm90"})); }},
+      {"AK3101", "config key typo", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
+                          .attention_backend_config = "topK=0.5"}));
+       }},
+      {"AK3102", "string where an int is expected", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sliding_tile_attn",
+                          .attention_backend_config = "{\"skip_time_steps\": \"15\", \"mask_strategy_file_path\": \"" +
+                                                      sta_mask_file() + "\"}"}));
+       }},
+      {"AK3103", "topk above 1", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
+                          .attention_backend_config = "topk=1.5"}));
+       }},
+      {"AK3104", "sliding tile without its mask file", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sliding_tile_attn"}));
+       }},
+      {"AK3105", "unreadable config file", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend_config = "/nonexistent/attn.yaml"}));
+       }},
+      {"AK3106", "truncated JSON", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend_config = "{\"topk\": 0.5"}));
+       }},
+      {"AK4001", "MiniMax-H3 ring with sage_attn", [] {
+         return of(check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "sage_attn", .ring_degree = 2}));
+       }},
+      {"AK4002", "sparse text encoder", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .component_attention_backends = "text_encoder=sparge_attn"}));
+       }},
+      {"AK4003", "MiniMax-H3 text_encoder=fa", [] {
+         return of(check({.model = "minimax-h3", .platform = "cuda:sm90", .component_attention_backends = "text_encoder=fa"}));
+       }},
+      {"AK4004", "sparse with ring", [] {
+         return of(check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "sparge_attn", .ring_degree = 2}));
+       }},
+      {"AK4005", "sparse with torch.compile", [] {
+         return of(check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
+                          .enable_torch_compile = true}));
+       }},
+      {"AK4006", "sparse with breakable graphs", [] {
+         return of(check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
+                          .enable_breakable_cuda_graph = true}));
+       }},
+      {"AK4007", "VDN-H3 transformer with a dense backend", [] {
+         return of(check({.model = "vdn-h3", .platform = "cuda:sm90", .component_attention_backends = "transformer=fa"}));
+       }},
+      {"AK4008", "VDN-H3 dense smoke", [] {
+         return of(check({.model = "vdn-h3", .platform = "cuda:sm90", .attention_backend = "fa",
+                          .attention_backend_config = "vdn_h3_dense_smoke=true"}));
+       }},
+      {"AK4009", "hybrid on FastH3 weights", [] {
+         return of(check({.model = "fast-h3", .platform = "cuda:sm90", .attention_backend = "hybrid_window_attn_h3"}));
+       }},
+      {"AK4010", "VDN-H3 with ring", [] { return of(check({.model = "vdn-h3", .platform = "cuda:sm90", .ring_degree = 2})); }},
+      {"AK4011", "VDN-H3 with torch.compile", [] {
+         return of(check({.model = "vdn-h3", .platform = "cuda:sm90", .enable_torch_compile = true}));
+       }},
+      {"AK4012", "VDN-H3 with breakable graphs", [] {
+         return of(check({.model = "vdn-h3", .platform = "cuda:sm90", .enable_breakable_cuda_graph = true}));
+       }},
+      {"AK4013", "video_sparse_attn_h3 on base weights", [] {
+         return of(check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "video_sparse_attn_h3"}));
+       }},
+      {"AK4014", "vision tower outside its allow-list", [] {
+         return of(check({.model = "kimi-k3-vl", .platform = "cuda:sm90", .mm_attention_backend = "sage_attn"}));
+       }},
+      {"AK4015", "sparse MLA on llama", [] {
+         return of(check({.model = "llama", .platform = "cuda:sm120", .attention_backend = "flashinfer_sparse_mla",
+                          .kv_cache_dtype = "fp8_e4m3"}));
+       }},
+      {"AK4016", "sparse MLA with a bf16 cache", [] {
+         return of(check({.model = "glm-dsa", .platform = "cuda:sm120", .attention_backend = "flashinfer_sparse_mla"}));
+       }},
+      {"AK4017", "sparse MLA on ROCm", [] {
+         return of(check({.model = "glm-dsa", .platform = "rocm", .attention_backend = "flashinfer_sparse_mla",
+                          .kv_cache_dtype = "fp8_e4m3"}));
+       }},
+      {"AK4018", "GLM-DSA fp8 on sm120 decodes with flashinfer", [] {
+         return of(check({.model = "glm-dsa", .platform = "cuda:sm120", .decode_attention_backend = "flashinfer",
+                          .kv_cache_dtype = "fp8_e4m3"}));
+       }},
+      {"AK4019", "GLM-DSA with an e5m2 cache", [] {
+         return of(check({.model = "glm-dsa", .platform = "cuda:sm90", .kv_cache_dtype = "fp8_e5m2"}));
+       }},
+      {"AK4020", "unknown model", [] { return of(check({.model = "wan2", .platform = "cuda:sm90"})); }},
+      {"AK4021", "profile without components", [] {
+         return of(check({.model = write_temp("nocomp.yaml", "name: broken\nkind: test\n"), .platform = "cuda:sm90"}));
+       }},
+      {"AK4022", "missing profile file", [] { return of(check({.model = "/nonexistent/model.yaml", .platform = "cuda:sm90"})); }},
+      {"AK5001", "sp != ring * ulysses", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .ring_degree = 2, .ulysses_degree = 1, .sp_degree = 4}));
+       }},
+      {"AK5002", "ulysses does not divide 40 heads", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .ulysses_degree = 3}));
+       }},
+      {"AK5003", "ring with a non-ring backend", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sdpa", .ring_degree = 2}));
+       }},
+      {"AK5004", "per request to a non-ring backend under ring", [] {
+         return prepare({.model = "wan", .platform = "cuda:sm90", .ring_degree = 2}, {"sdpa", std::nullopt});
+       }},
+      {"AK5005", "ring degree 0", [] { return of(check({.model = "wan", .platform = "cuda:sm90", .ring_degree = 0})); }},
+      {"AK5006", "flux under Ulysses", [] { return of(check({.model = "flux", .platform = "cuda:sm90", .ulysses_degree = 2})); }},
+  };
+  return all;
+}
+
+void PrintTo(const CodeCase& c, std::ostream* os) { *os << c.code << " (" << c.name << ")"; }
+
+class CatalogCodeTest : public ::testing::TestWithParam<CodeCase> {};
+
+TEST_P(CatalogCodeTest, TriggersItsCode) {
+  const CodeCase& c = GetParam();
+  const Diagnostics d = c.run();
+  EXPECT_TRUE(d.has_code(c.code)) << c.name << ": got " << testing::codes(d) << "\n" << d.summary();
+  EXPECT_FALSE(d.has_code("AK0000")) << d.summary();
+  // Every placeholder of the message was filled in.
+  static const std::regex placeholder(R"(\{[a-z_]+\})");
+  for (const Diagnostic& x : d) EXPECT_FALSE(std::regex_search(x.message, placeholder)) << x.code << ": " << x.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Select, CatalogCodeTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<CodeCase>& i) { return i.param.code; });
+
+TEST(SelectCatalog, EveryAK3ToAK5EntryHasATriggeringCase) {
+  std::set<std::string> covered;
+  for (const CodeCase& c : cases()) covered.insert(c.code);
+  int owned = 0;
+  for (const CatalogEntry& e : diagnostic_catalog()) {
+    if (e.code < "AK3000" || e.code >= "AK6000") continue;
+    ++owned;
+    EXPECT_TRUE(covered.count(e.code)) << e.code << " (" << e.title << ") has no test that triggers it";
+  }
+  EXPECT_GE(owned, 40);
+  for (const std::string& code : covered) EXPECT_NE(find_catalog_entry(code), nullptr) << code << " is not in the catalog";
+}
+
+TEST(SelectCatalog, EntriesHaveEveryPageField) {
+  for (const CatalogEntry& e : diagnostic_catalog()) {
+    if (e.code < "AK3000" || e.code >= "AK6000") continue;
+    EXPECT_FALSE(e.title.empty()) << e.code;
+    EXPECT_FALSE(e.message.empty()) << e.code;
+    EXPECT_FALSE(e.meaning.empty()) << e.code;
+    EXPECT_FALSE(e.solutions.empty()) << e.code;
+    EXPECT_FALSE(e.example_before.empty()) << e.code;
+    EXPECT_FALSE(e.example_after.empty()) << e.code;
+    EXPECT_FALSE(e.when.empty()) << e.code;
+    EXPECT_FALSE(e.related.empty()) << e.code;
+    for (const std::string& r : e.related) EXPECT_NE(find_catalog_entry(r), nullptr) << e.code << " relates to unknown " << r;
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::select

@@ -1,0 +1,338 @@
+// The selector: the seven levels, names and families, the fallback policy, the
+// audit, per-request prepare/apply, logging, bad input, and properties.
+#include <random>
+
+#include "select_test_util.hpp"
+
+namespace attnkit::select {
+namespace {
+
+using testing::check;
+using testing::find;
+
+TEST(SelectNames, FamiliesFollowTheArch) {
+  const Registry& reg = default_registry();
+  auto on = [&](const char* plat) { return *parse_platform(plat); };
+  EXPECT_EQ(resolve_backend_name("fa", on("cuda:sm80"), reg), "fa2");
+  EXPECT_EQ(resolve_backend_name("fa", on("cuda:sm86"), reg), "fa2");
+  EXPECT_EQ(resolve_backend_name("fa", on("cuda:sm89"), reg), "fa2");
+  EXPECT_EQ(resolve_backend_name("fa", on("cuda:sm90"), reg), "fa3");
+  EXPECT_EQ(resolve_backend_name("fa", on("cuda:sm100"), reg), "fa4");
+  EXPECT_EQ(resolve_backend_name("fa", on("xpu"), reg), "xpu_flash");
+  EXPECT_EQ(resolve_backend_name("fa", on("rocm"), reg), "fa");
+  EXPECT_EQ(resolve_backend_name("sdpa", on("cuda:sm90"), reg), "cuda_sdpa");
+  EXPECT_EQ(resolve_backend_name("sdpa", on("cpu"), reg), "cpu_flash");
+  EXPECT_EQ(resolve_backend_name("sdpa", on("mps"), reg), "sdpa");
+  EXPECT_EQ(resolve_backend_name("torch_sdpa", on("cuda:sm90"), reg), "cuda_sdpa");
+  EXPECT_EQ(resolve_backend_name("cudnn_sdpa", on("cuda:sm90"), reg), "cudnn");
+  EXPECT_EQ(resolve_backend_name("triton", on("cuda:sm90"), reg), "triton_attn");
+  EXPECT_EQ(resolve_backend_name("fa3", on("cuda:sm80"), reg), "fa3");  // explicit names stay; the check refuses
+  EXPECT_EQ(resolve_backend_name("flash", on("cuda:sm90"), reg), "");
+}
+
+TEST(SelectNames, ExplicitKernelValidatedAgainstArch) {
+  const CheckResult old = check({.model = "wan", .platform = "cuda:sm80", .attention_backend = "fa3"});
+  ASSERT_FALSE(old.ok);
+  EXPECT_TRUE(old.diagnostics.has_code("AK2102"));
+  bool suggests = false;
+  for (const Diagnostic& d : old.diagnostics)
+    if (d.code == "AK2102")
+      for (const std::string& s : d.solutions) suggests |= s.find("flashinfer") != std::string::npos && s.find("triton") != std::string::npos;
+  EXPECT_TRUE(suggests);
+  const CheckResult blackwell = check({.model = "wan", .platform = "cuda:sm100", .attention_backend = "fa3"});
+  EXPECT_TRUE(blackwell.diagnostics.has_code("AK2103"));
+  const CheckResult family = check({.model = "wan", .platform = "cuda:sm80", .attention_backend = "fa"});
+  EXPECT_TRUE(family.ok) << family.diagnostics.summary();
+  EXPECT_EQ(find(family, "transformer", "self")->backend, "fa2");
+  EXPECT_EQ(find(family, "transformer", "self")->requested, "fa");
+}
+
+TEST(SelectNames, ModelledBackendsAreNotBuilt) {
+  for (const char* name : {"fa3", "fa4", "cudnn", "sage_attn", "sliding_tile_attn", "sparge_attn", "video_sparse_attn",
+                           "subblock_sparse_attn", "sol_attn", "video_sparse_attn_h3", "hybrid_window_attn_h3", "flashinfer",
+                           "flashinfer_cudnn", "flashinfer_sparse_mla", "triton_attn", "aiter", "xpu_flash", "fa", "sdpa"}) {
+    const Backend* b = default_registry().find(name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_FALSE(b->capabilities().built) << name;
+    Problem p;
+    auto plan = b->plan(p, *parse_platform("cuda:sm90"));
+    EXPECT_FALSE(plan.ok()) << name;
+    EXPECT_TRUE(plan.diagnostics().has_code("AK2111")) << name;
+  }
+  EXPECT_EQ(default_registry().find("fa3")->capabilities().min_sm, 90);
+  EXPECT_EQ(default_registry().find("fa3")->capabilities().max_sm, 90);
+  EXPECT_EQ(default_registry().find("cudnn")->capabilities().required_library, "cudnn");
+}
+
+TEST(SelectLevels, PriorityOrder) {
+  // level 5 engine default
+  CheckResult r = check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sage_attn"});
+  ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+  EXPECT_EQ(find(r, "transformer", "self")->decided_by, Level::engine_default);
+  EXPECT_EQ(find(r, "transformer", "self")->backend, "sage_attn");
+  // level 4 beats 5, level 3 beats 4
+  r = check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sage_attn",
+             .component_attention_backends = "transformer=fa,transformer.cross=sdpa"});
+  ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+  EXPECT_EQ(find(r, "transformer", "self")->backend, "fa3");
+  EXPECT_EQ(find(r, "transformer", "self")->decided_by, Level::component_override);
+  EXPECT_EQ(find(r, "transformer", "cross")->backend, "cuda_sdpa");
+  EXPECT_EQ(find(r, "transformer", "cross")->decided_by, Level::component_role_override);
+  EXPECT_EQ(find(r, "text_encoder", "self")->decided_by, Level::engine_default);
+  // level 6 declared default, level 7 auto
+  r = check({.model = "minimax-h3", .platform = "cuda:sm90"});
+  EXPECT_EQ(find(r, "text_encoder", "self")->decided_by, Level::declared_default);
+  EXPECT_EQ(find(r, "vae", "self")->decided_by, Level::auto_select);
+}
+
+TEST(SelectLevels, GlobalForceAndScopedGuard) {
+  ASSERT_EQ(global_force_backend(), "");
+  {
+    ScopedForceBackend force("sdpa");
+    EXPECT_EQ(global_force_backend(), "sdpa");
+    const CheckResult r = check({.model = "wan", .platform = "cuda:sm90", .component_attention_backends = "transformer=fa"});
+    ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+    for (const Decision& d : r.selections) {
+      EXPECT_EQ(d.decided_by, Level::global_force);
+      EXPECT_EQ(d.backend, "cuda_sdpa");
+    }
+    EXPECT_TRUE(r.diagnostics.has_code("AK3008"));  // the component override controlled nothing
+    {
+      ScopedForceBackend inner("fa");
+      EXPECT_EQ(global_force_backend(), "fa");
+    }
+    EXPECT_EQ(global_force_backend(), "sdpa");
+  }
+  EXPECT_EQ(global_force_backend(), "");
+  set_global_force_backend("fa3");
+  const CheckResult bad = check({.model = "wan", .platform = "cuda:sm80"});
+  set_global_force_backend("");
+  EXPECT_FALSE(bad.ok);
+  EXPECT_TRUE(bad.diagnostics.has_code("AK3001"));
+}
+
+TEST(SelectFallback, ExplicitNeverSubstitutes) {
+  const CheckResult r = check({.model = "minimax-h3", .platform = "cuda:sm90", .component_attention_backends = "audio_vae=fa"});
+  ASSERT_FALSE(r.ok);
+  const Decision* d = find(r, "audio_vae", "self");
+  EXPECT_FALSE(d->ok);
+  EXPECT_EQ(d->backend, "fa3");
+  EXPECT_EQ(d->decided_by, Level::component_override);
+  ASSERT_EQ(d->rejected.size(), 1u);
+  EXPECT_EQ(d->rejected[0].code, "AK2105");
+  EXPECT_TRUE(r.diagnostics.has_code("AK3001"));
+  EXPECT_TRUE(r.diagnostics.has_code("AK2105"));
+}
+
+TEST(SelectFallback, EngineDefaultFallsBackToDeclaredDefault) {
+  const CheckResult r = check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "fa"});
+  ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+  const Decision* d = find(r, "audio_vae", "self");
+  EXPECT_EQ(d->backend, "cuda_sdpa");
+  EXPECT_EQ(d->decided_by, Level::declared_default);
+  EXPECT_NE(d->fallback_reason.find("AK3004"), std::string::npos);
+  EXPECT_EQ(find(r, "transformer", "self")->backend, "fa3");
+}
+
+TEST(SelectFallback, SparseStaysInTheDiT) {
+  const CheckResult r = check({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "sparge_attn"});
+  ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+  EXPECT_EQ(find(r, "transformer", "self")->backend, "sparge_attn");
+  const Decision* cross = find(r, "transformer", "cross");
+  EXPECT_EQ(cross->backend, "fa3");
+  EXPECT_NE(cross->fallback_reason.find("AK3003"), std::string::npos);
+  for (const char* comp : {"token_refiner", "vae"}) {
+    const Decision* d = find(r, comp, "self");
+    EXPECT_EQ(d->backend, "fa3") << comp;
+    EXPECT_NE(d->fallback_reason.find("AK3004"), std::string::npos) << comp;
+  }
+  EXPECT_EQ(find(r, "text_encoder", "self")->backend, "cuda_sdpa");
+}
+
+TEST(SelectFallback, VdnEngineDefaultKeepsTheRequiredBackend) {
+  const CheckResult r = check({.model = "vdn-h3", .platform = "cuda:sm90", .attention_backend = "fa"});
+  ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+  const Decision* d = find(r, "transformer", "self");
+  EXPECT_EQ(d->backend, "hybrid_window_attn_h3");
+  EXPECT_EQ(d->rejected.at(0).code, "AK4007");
+  EXPECT_NE(d->fallback_reason.find("AK3004"), std::string::npos);
+  EXPECT_EQ(find(r, "transformer", "cross")->backend, "fa3");
+}
+
+TEST(SelectAudit, UnusedOverridesAreReported) {
+  const CheckResult llm = check({.model = "llama", .platform = "cuda:sm90", .mm_attention_backend = "sdpa"});
+  EXPECT_TRUE(llm.ok);
+  EXPECT_TRUE(llm.diagnostics.has_code("AK3008"));
+  const CheckResult dit = check({.model = "wan", .platform = "cuda:sm90", .kv_cache_dtype = "fp8_e4m3"});
+  EXPECT_TRUE(dit.diagnostics.has_code("AK3008"));
+  const CheckResult all = check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "fa",
+                                 .component_attention_backends = "transformer=sdpa,text_encoder=sdpa,vae=sdpa"});
+  EXPECT_TRUE(all.diagnostics.has_code("AK3008"));  // the engine default decided nothing
+  const CheckResult used = check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "fa"});
+  EXPECT_FALSE(used.diagnostics.has_code("AK3008"));
+}
+
+TEST(SelectBadInput, UnknownBackendListsValidAndNearest) {
+  const CheckResult r = check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sage_atn"});
+  ASSERT_FALSE(r.ok);
+  ASSERT_TRUE(r.diagnostics.has_code("AK2002"));
+  const std::string msg = r.diagnostics.items()[0].message;
+  EXPECT_NE(msg.find("did you mean 'sage_attn'"), std::string::npos) << msg;
+  for (const char* name : {"fa", "sdpa", "cudnn", "sliding_tile_attn", "cpu_flash", "torch_sdpa"})
+    EXPECT_NE(msg.find(name), std::string::npos) << name;
+  const CheckResult comp = check({.model = "wan", .platform = "cuda:sm90", .component_attention_backends = "transformer=flsh"});
+  EXPECT_TRUE(comp.diagnostics.has_code("AK2002"));
+}
+
+TEST(SelectBadInput, UnknownComponentListsTheProfiles) {
+  const CheckResult r = check({.model = "minimax-h3", .platform = "cuda:sm90", .component_attention_backends = "dit=fa"});
+  ASSERT_FALSE(r.ok);
+  ASSERT_TRUE(r.diagnostics.has_code("AK3006"));
+  const std::string msg = r.diagnostics.items()[0].message;
+  for (const char* c : {"transformer", "token_refiner", "text_encoder", "vae", "audio_vae"})
+    EXPECT_NE(msg.find(c), std::string::npos) << msg;
+}
+
+TEST(SelectBadInput, MalformedListsAndPlatforms) {
+  for (const char* bad : {"transformer", "=fa", "transformer=", "transformer.=fa", ",", "transformer=fa,transformer=sdpa"}) {
+    const CheckResult r = check({.model = "wan", .platform = "cuda:sm90", .component_attention_backends = bad});
+    EXPECT_FALSE(r.ok) << bad;
+    EXPECT_TRUE(r.diagnostics.has_code("AK3007")) << bad << ": " << r.diagnostics.summary();
+  }
+  const CheckResult plat = check({.model = "wan", .platform = "cuda:hopper"});
+  EXPECT_FALSE(plat.ok);
+  EXPECT_TRUE(plat.diagnostics.has_code("AK2112"));
+}
+
+TEST(SelectProfiles, LoadFromFile) {
+  const std::string path = testing::write_temp("tiny.yaml", R"(name: tiny
+kind: test
+components:
+  - name: blocks
+    default: sdpa
+    roles:
+      - {name: self, heads: 8, head_dim: 96}
+)");
+  const CheckResult r = check({.model = path, .platform = "cuda:sm90"});
+  ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+  EXPECT_EQ(r.model, "tiny");
+  EXPECT_EQ(find(r, "blocks", "self")->backend, "cuda_sdpa");
+  const std::string bad = testing::write_temp("bad_mask.yaml", "name: x\ncomponents:\n  - name: a\n    roles: [{name: s, mask: diagonal}]\n");
+  EXPECT_TRUE(check({.model = bad, .platform = "cpu"}).diagnostics.has_code("AK4021"));
+}
+
+TEST(SelectRequest, PrepareApplyAndRestore) {
+  Engine e({.model = "wan", .platform = "cuda:sm90"});
+  e.set_log_sink(nullptr);
+  ASSERT_TRUE(e.build().ok);
+  EXPECT_EQ(e.decision("transformer", "self")->backend, "fa3");
+  auto p = e.prepare({"sparge_attn", std::nullopt});
+  ASSERT_TRUE(p.ok()) << p.diagnostics().summary();
+  EXPECT_EQ(e.decision("transformer", "self")->backend, "fa3");  // prepare changes nothing
+  e.apply(*p);
+  EXPECT_EQ(e.decision("transformer", "self")->backend, "sparge_attn");
+  EXPECT_EQ(e.decision("transformer", "self")->decided_by, Level::per_request);
+  EXPECT_EQ(e.decision("transformer", "cross")->backend, "fa3");  // sparse on cross falls back
+  EXPECT_NE(e.decision("transformer", "cross")->fallback_reason.find("AK3003"), std::string::npos);
+  EXPECT_EQ(e.decision("text_encoder", "self")->backend, "fa3");  // not switchable: untouched
+  // A failing prepare leaves the applied state alone.
+  auto bad = e.prepare({"nope", std::nullopt});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.diagnostics().has_code("AK2002"));
+  EXPECT_EQ(e.decision("transformer", "self")->backend, "sparge_attn");
+  auto fa3_on_layer = e.prepare({"fa3", BackendConfig{{"threshold_scale_factor", 2.0}}});
+  ASSERT_TRUE(fa3_on_layer.ok()) << fa3_on_layer.diagnostics().summary();
+  auto restore = e.prepare({"none", std::nullopt});
+  ASSERT_TRUE(restore.ok());
+  e.apply(*restore);
+  EXPECT_EQ(e.decision("transformer", "self")->backend, "fa3");
+  EXPECT_EQ(e.decision("transformer", "self")->decided_by, Level::auto_select);
+}
+
+TEST(SelectRequest, RequestThatCannotRunALayerIsRefused) {
+  Engine e({.model = "wan", .platform = "cuda:sm80"});
+  e.set_log_sink(nullptr);
+  ASSERT_TRUE(e.build().ok);
+  auto p = e.prepare({"fa3", std::nullopt});
+  ASSERT_FALSE(p.ok());
+  EXPECT_TRUE(p.diagnostics().has_code("AK3001"));
+  EXPECT_TRUE(p.diagnostics().has_code("AK2102"));
+  auto skip = e.prepare({"fa", BackendConfig{{"threshold_scale_factor", -1.0}}});
+  ASSERT_FALSE(skip.ok());
+  EXPECT_TRUE(skip.diagnostics().has_code("AK3103"));
+}
+
+TEST(SelectLog, OncePerComponent) {
+  std::vector<std::string> lines;
+  Engine e({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "sparge_attn"});
+  e.set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
+  e.build();
+  EXPECT_EQ(lines.size(), 5u);  // transformer, token_refiner, text_encoder, vae, audio_vae
+  EXPECT_NE(lines[0].find("transformer"), std::string::npos);
+  EXPECT_NE(lines[0].find("fallback"), std::string::npos);
+  e.build();
+  EXPECT_EQ(lines.size(), 5u);
+}
+
+// ---- properties -------------------------------------------------------------------
+
+TEST(SelectProperty, AutoIsValidWhereTheGoldenSaysSoAndDeterministic) {
+  std::mt19937 rng(1234);
+  const std::vector<std::string> models = shipped_profile_names();
+  const char* platforms[] = {"cuda:sm80", "cuda:sm86", "cuda:sm89", "cuda:sm90", "cuda:sm100", "cuda:sm120", "rocm", "xpu", "musa", "mps", "npu"};
+  const char* backends[] = {"", "", "fa", "sdpa", "fa3", "fa2", "cudnn", "sage_attn", "sparge_attn", "sliding_tile_attn",
+                            "torch_sdpa", "triton", "flashinfer", "aiter", "hybrid_window_attn_h3", "video_sparse_attn_h3"};
+  const char* dtypes[] = {"bf16", "fp16", "fp32"};
+  const char* kvs[] = {"auto", "auto", "fp8_e4m3", "bf16"};
+  int valid = 0;
+  for (int i = 0; i < 300; ++i) {
+    DeploymentConfig c;
+    c.model = models[rng() % models.size()];
+    c.platform = platforms[rng() % std::size(platforms)];
+    c.dtype = dtypes[rng() % std::size(dtypes)];
+    c.attention_backend = backends[rng() % std::size(backends)];
+    c.kv_cache_dtype = kvs[rng() % std::size(kvs)];
+    c.ulysses_degree = 1 << (rng() % 3);
+    c.ring_degree = 1 + rng() % 2;
+    c.enable_torch_compile = rng() % 4 == 0;
+    const CheckResult a = check(c);
+    const CheckResult b = check(c);
+    // Deterministic: the same decisions and diagnostics every time.
+    ASSERT_EQ(a.ok, b.ok);
+    ASSERT_EQ(a.selections.size(), b.selections.size());
+    for (std::size_t k = 0; k < a.selections.size(); ++k) {
+      EXPECT_EQ(a.selections[k].backend, b.selections[k].backend);
+      EXPECT_EQ(a.selections[k].decided_by, b.selections[k].decided_by);
+      EXPECT_EQ(a.selections[k].rejected.size(), b.selections[k].rejected.size());
+    }
+    EXPECT_EQ(testing::codes(a.diagnostics), testing::codes(b.diagnostics));
+    if (!a.ok) continue;
+    ++valid;
+    // A valid configuration yields no error, and every chosen backend accepts its layer.
+    EXPECT_TRUE(a.diagnostics.ok()) << a.diagnostics.summary();
+    const Platform plat = *parse_platform(c.platform);
+    for (const Decision& d : a.selections) {
+      ASSERT_TRUE(d.ok);
+      const Backend* backend = default_registry().find(d.backend);
+      ASSERT_NE(backend, nullptr) << d.backend;
+      EXPECT_TRUE(backend->check(d.problem, plat).ok()) << c.model << " " << c.platform << " " << d.component << "." << d.role
+                                                        << " " << d.backend;
+      if (c.ring_degree > 1 && d.role == "self" && d.component == "transformer")
+        EXPECT_TRUE(backend->capabilities().ring_capable) << d.backend;
+    }
+  }
+  EXPECT_GT(valid, 30);
+}
+
+TEST(SelectProperty, DefaultDeploymentsOfEveryProfileAreValidOnCuda) {
+  for (const std::string& m : shipped_profile_names())
+    for (const char* p : {"cuda:sm80", "cuda:sm90", "cuda:sm100"})
+      for (const char* dt : {"bf16", "fp16"}) {
+        const CheckResult r = check({.model = m, .platform = p, .dtype = dt});
+        EXPECT_TRUE(r.ok) << m << " " << p << " " << dt << "\n" << r.diagnostics.summary();
+        EXPECT_TRUE(r.diagnostics.ok());
+      }
+}
+
+}  // namespace
+}  // namespace attnkit::select
