@@ -15,21 +15,21 @@ struct CheckOptions {
   std::string format = "text";
 };
 
-nlohmann::json to_json(const select::CheckResult& r) {
-  nlohmann::json selections = nlohmann::json::array();
+nlohmann::ordered_json to_json(const select::CheckResult& r) {
+  nlohmann::ordered_json selections = nlohmann::ordered_json::array();
   for (const select::Decision& d : r.selections) {
-    nlohmann::json rejected = nlohmann::json::array();
+    nlohmann::ordered_json rejected = nlohmann::ordered_json::array();
     for (const select::Rejection& x : d.rejected)
       rejected.push_back({{"backend", x.backend}, {"code", x.code}, {"reason", x.reason}});
     selections.push_back({{"component", d.component},
                           {"role", d.role},
                           {"backend", d.backend},
                           {"decided_by", select::level_name(d.decided_by)},
-                          {"fallback_reason", d.fallback_reason.empty() ? nlohmann::json(nullptr)
-                                                                        : nlohmann::json(d.fallback_reason)},
+                          {"fallback_reason", d.fallback_reason.empty() ? nlohmann::ordered_json(nullptr)
+                                                                        : nlohmann::ordered_json(d.fallback_reason)},
                           {"rejected", rejected}});
   }
-  nlohmann::json diagnostics = nlohmann::json::array();
+  nlohmann::ordered_json diagnostics = nlohmann::ordered_json::array();
   for (const Diagnostic& d : r.diagnostics)
     diagnostics.push_back({{"code", d.code},
                            {"severity", severity_name(d.severity)},
