@@ -212,6 +212,50 @@ TEST_F(CpuFlashBadInput, NonFiniteInput) {
   EXPECT_TRUE(d.has_code("AK1109")) << d.summary();
 }
 
+TEST(CpuFlash, NonFiniteBf16AndSinks) {
+  Problem p = make(20, 30, 2, 1, 64, DType::bf16);
+  p.has_sinks = true;
+  const auto backend = make_cpu_flash_backend({CpuIsa::best, 2});
+  {
+    auto data = HostProblemData::create(p);
+    ASSERT_TRUE(data.ok());
+    data->tensors().v.ptr<std::uint16_t>()[100] = 0x7f80;  // bf16 +inf
+    const Diagnostics d = run_backend(*backend, cpu(), *data);
+    EXPECT_TRUE(d.has_code("AK1109")) << d.summary();
+  }
+  {
+    auto data = HostProblemData::create(p);
+    ASSERT_TRUE(data.ok());
+    data->tensors().sinks.ptr<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+    const Diagnostics d = run_backend(*backend, cpu(), *data);
+    EXPECT_TRUE(d.has_code("AK1109")) << d.summary();
+  }
+}
+
+// A strided (non-contiguous) q: a NaN in the padding between rows is not an
+// input and must not be reported; a NaN inside the view must be.
+TEST(CpuFlash, NonFiniteCheckFollowsStrides) {
+  Problem p = make(9, 9, 2, 2, 16, DType::f32);
+  auto data = HostProblemData::create(p);
+  ASSERT_TRUE(data.ok());
+  HostTensor wide(DType::f32, {2, 9, 2, 24});  // head dim padded 16 -> 24
+  float* w = wide.view().ptr<float>();
+  for (std::int64_t i = 0; i < wide.view().numel(); ++i) w[i] = 0.25f;
+  for (std::int64_t r = 0; r < 2 * 9 * 2; ++r) w[r * 24 + 20] = std::numeric_limits<float>::quiet_NaN();
+  AttentionTensors t = data->tensors();
+  t.q.data = w;
+  t.q.strides = {9 * 2 * 24, 2 * 24, 24, 1};
+  ASSERT_FALSE(t.q.is_contiguous());
+  auto plan = make_cpu_flash_backend({CpuIsa::best, 2})->plan(p, cpu());
+  ASSERT_TRUE(plan.ok());
+  std::vector<std::byte> ws((*plan)->workspace_bytes());
+  const Diagnostics clean = (*plan)->run(t, ws, nullptr);
+  EXPECT_TRUE(clean.ok()) << clean.summary();
+  w[(1 * 9 * 2 + 4 * 2 + 1) * 24 + 7] = std::numeric_limits<float>::infinity();  // q[1, 4, 1, 7]
+  const Diagnostics bad = (*plan)->run(t, ws, nullptr);
+  EXPECT_TRUE(bad.has_code("AK1109")) << bad.summary();
+}
+
 TEST_F(CpuFlashBadInput, WrongShape) {
   AttentionTensors t = data_->tensors();
   t.v.shape[1] = 29;  // seqlen_k is 30

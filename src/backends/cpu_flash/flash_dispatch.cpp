@@ -17,6 +17,7 @@
 
 namespace attnkit::kernels::cpu {
 HWY_EXPORT(FlashQTile);
+HWY_EXPORT(MaxMagnitudeBits);
 }  // namespace attnkit::kernels::cpu
 
 namespace attnkit::cpu_flash {
@@ -55,6 +56,11 @@ FlashTileFn flash_tile_fn(CpuIsa isa) {
       return nullptr;
   }
   return nullptr;
+}
+
+std::uint32_t max_magnitude_bits(const void* p, kernels::cpu::Elem e, std::int64_t n) {
+  using namespace attnkit::kernels::cpu;  // NOLINT: the dispatch table lives there
+  return HWY_DYNAMIC_DISPATCH(MaxMagnitudeBits)(p, e, n);
 }
 
 bool highway_path_available(CpuIsa isa) { return flash_tile_fn(isa) != nullptr; }

@@ -10,6 +10,9 @@ using FlashTileFn = void (*)(const kernels::cpu::FlashArgs&, const kernels::cpu:
 // The q-tile kernel for `isa` (best: Highway's dynamic dispatch), or nullptr
 // when that path is not compiled or this CPU cannot run it.
 FlashTileFn flash_tile_fn(CpuIsa isa);
+// Max of the sign-cleared bit patterns of n contiguous elements (see
+// kernels::cpu::non_finite_bits): the fast part of the non-finite input check.
+std::uint32_t max_magnitude_bits(const void* p, kernels::cpu::Elem e, std::int64_t n);
 // Whether the Highway path `isa` is compiled and supported here.
 bool highway_path_available(CpuIsa isa);
 // Highway's name of the target HWY_DYNAMIC_DISPATCH picks ("AVX3", ...).

@@ -181,6 +181,33 @@ HWY_INLINE void PvTile(const float* pt, int nk, const float* v, std::int64_t vs,
   }
 }
 
+// max over x in [0, n) of (bits(x) with the sign cleared), as uint32. A value
+// >= NonFiniteBits(e) means a NaN or an infinity is present.
+std::uint32_t MaxMagnitudeBits(const void* p, Elem e, std::int64_t n) {
+  if (e == Elem::f32) {
+    const hn::ScalableTag<std::uint32_t> du;
+    const auto* x = static_cast<const std::uint32_t*>(p);
+    const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(du));
+    const auto mag = hn::Set(du, 0x7fffffffu);
+    auto mx = hn::Zero(du);
+    std::int64_t i = 0;
+    for (; i + N <= n; i += N) mx = hn::Max(mx, hn::And(hn::LoadU(du, x + i), mag));
+    std::uint32_t r = hn::GetLane(hn::MaxOfLanes(du, mx));
+    for (; i < n; ++i) r = std::max(r, x[i] & 0x7fffffffu);
+    return r;
+  }
+  const hn::ScalableTag<std::uint16_t> du;
+  const auto* x = static_cast<const std::uint16_t*>(p);
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(du));
+  const auto mag = hn::Set(du, std::uint16_t{0x7fff});
+  auto mx = hn::Zero(du);
+  std::int64_t i = 0;
+  for (; i + N <= n; i += N) mx = hn::Max(mx, hn::And(hn::LoadU(du, x + i), mag));
+  std::uint32_t r = hn::GetLane(hn::MaxOfLanes(du, mx));
+  for (; i < n; ++i) r = std::max<std::uint32_t>(r, x[i] & 0x7fffu);
+  return r;
+}
+
 // Computes output rows [q0, q0 + kBlockQ) of one head; ws: workspace_layout floats.
 void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTRICT ws) {
   constexpr int Q = FlashTraits::kBlockQ, K = FlashTraits::kBlockK;

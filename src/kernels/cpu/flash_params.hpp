@@ -18,6 +18,11 @@ enum class Elem : std::uint8_t { f32, f16, bf16 };
 // Masks beyond the (left, right) window: a per-block or per-element uint8 mask.
 enum class ExtraMask : std::uint8_t { none, block, element };
 
+// The smallest sign-cleared bit pattern of a NaN or infinity of type e.
+constexpr std::uint32_t non_finite_bits(Elem e) {
+  return e == Elem::f32 ? 0x7f800000u : e == Elem::bf16 ? 0x7f80u : 0x7c00u;
+}
+
 struct FlashTraits {
   static constexpr int kBlockQ = 64;  // queries per tile: 4 AVX-512 vectors of fp32
   static constexpr int kBlockK = 64;  // keys per KV tile
