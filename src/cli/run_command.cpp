@@ -13,6 +13,7 @@
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
 #include "attnkit/platform/device_problem_data.hpp"
+#include "attnkit/select/selector.hpp"
 #include "cli_support.hpp"
 #include "commands.hpp"
 
@@ -90,44 +91,6 @@ std::vector<Platform> local_platforms() {
   return out;
 }
 
-struct Choice {
-  const Backend* backend = nullptr;
-  Platform platform;
-  std::string decided_by;
-  std::vector<std::pair<std::string, std::string>> rejected;
-};
-
-// Named backend: it must run here, or the run fails with its reasons. Auto: the
-// first registered, auto-selectable backend that accepts the problem, GPU first.
-Result<Choice> choose_backend(const Problem& p, const std::string& requested) {
-  const Registry& registry = default_registry();
-  Choice c;
-  if (requested != "auto") {
-    auto found = find_backend(registry, requested);
-    if (!found) return found.diagnostics();
-    Diagnostics last;
-    for (const Platform& platform : local_platforms()) {
-      Diagnostics why = (*found)->check(p, platform);
-      if (why.empty()) return Choice{*found, platform, "explicit --backend", {}};
-      if (last.empty() || !why.has_code("AK2101")) last = why;
-    }
-    return last;
-  }
-  for (const Platform& platform : local_platforms())
-    for (const Backend* b : registry.all()) {
-      if (!b->capabilities().auto_selectable) continue;
-      Diagnostics why = b->check(p, platform);
-      if (why.empty()) {
-        c.backend = b;
-        c.platform = platform;
-        c.decided_by = "auto: first backend in preference order that supports the problem on " + platform.label();
-        return c;
-      }
-      if (!why.has_code("AK2101")) c.rejected.emplace_back(std::string(b->name()), why.items()[0].code + ": " + why.items()[0].message);
-    }
-  return diagnose("AK2101", {{"backend", "every registered backend"}, {"platform", "this machine"}});
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -200,7 +163,7 @@ int execute(const RunOptions& o) {
   data_options.seed = o.seed;
   auto problem = build_problem(o, data_options);
   if (!problem) return print_diagnostics(problem.diagnostics(), o.format);
-  auto choice = choose_backend(*problem, o.backend);
+  auto choice = select::select_for_call(*problem, local_platforms(), o.backend);
   if (!choice) return print_diagnostics(choice.diagnostics(), o.format);
   auto plan = choice->backend->plan(*problem, choice->platform);
   if (!plan) return print_diagnostics(plan.diagnostics(), o.format);
@@ -211,9 +174,11 @@ int execute(const RunOptions& o) {
 
   RunReport r;
   r.backend = std::string(choice->backend->name());
-  r.decided_by = choice->decided_by;
+  r.decided_by = std::string(select::level_name(choice->decided_by));
+  if (choice->decided_by == select::Level::auto_select)
+    r.decided_by += ": first in " + choice->platform.label() + "'s preference order that supports the problem";
   r.platform = choice->platform.label() + " (" + choice->platform.device_name + ")";
-  r.rejected = choice->rejected;
+  for (const select::Rejection& x : choice->rejected) r.rejected.emplace_back(x.backend, x.code + ": " + x.reason);
   r.problem = *problem;
   r.time_ms = *time_ms;
   r.tflops = *time_ms > 0 ? problem->flops() / (*time_ms * 1e-3) / 1e12 : 0.0;
@@ -243,7 +208,7 @@ int execute(const RunOptions& o) {
     std::cout << fmt::format("platform  {}\n", r.platform);
     std::cout << fmt::format("backend   {}  ({})\n", r.backend, r.decided_by);
     for (const auto& [name, why] : r.rejected) std::cout << fmt::format("  skipped {}: {}\n", name, why);
-    std::cout << fmt::format("time      {:.3f} ms (median of {})   {:.3f} TFLOP/s\n", r.time_ms, o.repeat, r.tflops);
+    std::cout << fmt::format("time      {:.3f} ms (median of {})   {:.4g} TFLOP/s\n", r.time_ms, o.repeat, r.tflops);
     std::cout << fmt::format("error     rel_l2 {:.3e}  max_abs {:.3e}  vs reference on {} head(s)  bound {:.0e}\n",
                              r.error.rel_l2, r.error.max_abs, r.heads_checked, r.bound);
     if (!r.error.clean()) std::cout << fmt::format("          {} non-finite or unwritten outputs\n", r.error.not_finite);

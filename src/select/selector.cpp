@@ -13,6 +13,36 @@
 
 namespace attnkit::select {
 
+std::vector<std::string> platform_preference_order(const Platform& pl, const Problem& p, const LayerTraits& layer) {
+  const bool half = p.dtype == DType::f16 || p.dtype == DType::bf16;
+  switch (pl.kind) {
+    case PlatformKind::cuda: {
+      std::vector<std::string> order;
+      if (layer.llm) {
+        if (layer.sparse_mla) order.push_back("flashinfer_sparse_mla");
+        if (pl.sm >= 120) order.insert(order.end(), {"flashinfer", "triton_attn", "sdpa"});
+        else order.insert(order.end(), {"fa", "flashinfer", "triton_attn", "sdpa"});
+        return order;
+      }
+      if (pl.sm >= 120) return {"sdpa"};
+      if (pl.sm >= 100 && p.mask == MaskKind::none && half) return {"cudnn", "fa", "sdpa"};
+      if (pl.sm >= 80) return {"fa", "sdpa"};
+      return {"sdpa"};
+    }
+    case PlatformKind::rocm:
+      if (layer.llm) return {"aiter", "fa", "sdpa"};
+      return {"fa", "sdpa"};
+    case PlatformKind::xpu: return {"xpu_flash", "sdpa"};
+    case PlatformKind::musa: return {"fa", "sage_attn", "sdpa"};
+    case PlatformKind::mps: return {"sdpa"};
+    case PlatformKind::npu:
+      if (layer.ring_sequence_parallel) return {"fa", "sdpa"};
+      return {"sdpa"};
+    case PlatformKind::cpu: return {"cpu_flash"};
+  }
+  return {};
+}
+
 std::string_view level_name(Level l) {
   switch (l) {
     case Level::per_request: return "per_request";
@@ -164,34 +194,9 @@ std::string codes_of(const Diagnostics& d) {
 // The platform's preference order of design 2.1 for layer (c, r).
 std::vector<std::string> preference_order(const Context& ctx, const ComponentSpec& c, const RoleSpec& r,
                                           const Problem& p) {
-  const Platform& pl = ctx.platform;
-  const bool half = p.dtype == DType::f16 || p.dtype == DType::bf16;
-  switch (pl.kind) {
-    case PlatformKind::cuda: {
-      std::vector<std::string> order;
-      if (c.llm) {
-        if (ctx.profile.rules.sparse_mla) order.push_back("flashinfer_sparse_mla");
-        if (pl.sm >= 120) order.insert(order.end(), {"flashinfer", "triton_attn", "sdpa"});
-        else order.insert(order.end(), {"fa", "flashinfer", "triton_attn", "sdpa"});
-        return order;
-      }
-      if (pl.sm >= 120) return {"sdpa"};
-      if (pl.sm >= 100 && p.mask == MaskKind::none && half) return {"cudnn", "fa", "sdpa"};
-      if (pl.sm >= 80) return {"fa", "sdpa"};
-      return {"sdpa"};
-    }
-    case PlatformKind::rocm:
-      if (c.llm) return {"aiter", "fa", "sdpa"};
-      return {"fa", "sdpa"};
-    case PlatformKind::xpu: return {"xpu_flash", "sdpa"};
-    case PlatformKind::musa: return {"fa", "sage_attn", "sdpa"};
-    case PlatformKind::mps: return {"sdpa"};
-    case PlatformKind::npu:
-      if (ctx.config.ring_degree > 1 && r.sequence_parallel) return {"fa", "sdpa"};
-      return {"sdpa"};
-    case PlatformKind::cpu: return {"cpu_flash"};
-  }
-  return {};
+  return platform_preference_order(ctx.platform, p,
+                                   {c.llm, ctx.profile.rules.sparse_mla,
+                                    ctx.config.ring_degree > 1 && r.sequence_parallel});
 }
 
 bool is_sparse(const Context& ctx, const std::string& canonical) {

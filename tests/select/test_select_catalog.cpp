@@ -4,6 +4,7 @@
 #include <regex>
 #include <set>
 
+#include "select/deployment_flags.hpp"
 #include "select_test_util.hpp"
 
 namespace attnkit::select {
@@ -35,7 +36,10 @@ std::string sta_mask_file() { return write_temp("sta_mask.json", "{\"mask\": []}
 const std::vector<CodeCase>& cases() {
   static const std::vector<CodeCase> all = {
       {"AK3001", "explicit fa3 on sm80", [] { return of(check({.model = "wan", .platform = "cuda:sm80", .attention_backend = "fa3"})); }},
-      {"AK3002", "LLM with paged KV on the CPU", [] { return of(check({.model = "llama", .platform = "cpu"})); }},
+      {"AK3002", "LLM with an fp8 KV cache on the CPU", [] { return of(check({.model = "llama", .platform = "cpu", .kv_cache_dtype = "fp8_e4m3"})); }},
+      {"AK3107", "an unknown engine flag from the Python module", [] {
+         return parse_deployment_args({"--model", "wan", "--ring", "2"}).diagnostics();
+       }},
       {"AK3003", "sparse engine default on cross-attention", [] {
          return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn"}));
        }},

@@ -14,9 +14,9 @@ struct Golden {
 
 // Reviewed against design 2.1: sm_90 -> fa3, sm_80 -> fa2, sm_100 dense
 // non-causal -> cudnn, sm_120 -> sdpa, ROCm fa (LLM: aiter), XPU xpu_flash,
-// MUSA fa, MPS and NPU sdpa, CPU cpu_flash. LLMs with a paged KV cache go to
-// flashinfer where fa2 (no paged KV) and cpu_flash (no paged KV) refuse; VDN-H3
-// needs its CUDA-only hybrid kernel.
+// MUSA fa, MPS and NPU sdpa, CPU cpu_flash (paged KV caches included). LLMs
+// with a paged KV cache go to flashinfer where fa2 (no paged KV) refuses;
+// VDN-H3 needs its CUDA-only hybrid kernel.
 const Golden kGolden[] = {
     {"minimax-h3", "cuda:sm80", true, "transformer.self=fa2 transformer.cross=fa2 token_refiner.self=fa2 text_encoder.self=cuda_sdpa vae.self=fa2 audio_vae.self=cuda_sdpa"},
     {"minimax-h3", "cuda:sm90", true, "transformer.self=fa3 transformer.cross=fa3 token_refiner.self=fa3 text_encoder.self=cuda_sdpa vae.self=fa3 audio_vae.self=cuda_sdpa"},
@@ -77,7 +77,7 @@ const Golden kGolden[] = {
     {"llama", "musa", true, "decoder.prefill=fa decoder.decode=fa"},
     {"llama", "mps", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
     {"llama", "npu", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
-    {"llama", "cpu", false, "decoder.prefill=- decoder.decode=-"},
+    {"llama", "cpu", true, "decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
     {"glm-dsa", "cuda:sm80", true, "decoder.prefill=triton_attn decoder.decode=triton_attn"},
     {"glm-dsa", "cuda:sm90", true, "decoder.prefill=fa3 decoder.decode=fa3"},
     {"glm-dsa", "cuda:sm100", true, "decoder.prefill=fa4 decoder.decode=fa4"},
@@ -87,7 +87,7 @@ const Golden kGolden[] = {
     {"glm-dsa", "musa", true, "decoder.prefill=fa decoder.decode=fa"},
     {"glm-dsa", "mps", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
     {"glm-dsa", "npu", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
-    {"glm-dsa", "cpu", false, "decoder.prefill=- decoder.decode=-"},
+    {"glm-dsa", "cpu", true, "decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
     {"kimi-k3-vl", "cuda:sm80", true, "vision.self=fa2 decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"kimi-k3-vl", "cuda:sm90", true, "vision.self=fa3 decoder.prefill=fa3 decoder.decode=fa3"},
     {"kimi-k3-vl", "cuda:sm100", true, "vision.self=fa4 decoder.prefill=fa4 decoder.decode=fa4"},
@@ -97,7 +97,7 @@ const Golden kGolden[] = {
     {"kimi-k3-vl", "musa", true, "vision.self=fa decoder.prefill=fa decoder.decode=fa"},
     {"kimi-k3-vl", "mps", true, "vision.self=sdpa decoder.prefill=sdpa decoder.decode=sdpa"},
     {"kimi-k3-vl", "npu", true, "vision.self=sdpa decoder.prefill=sdpa decoder.decode=sdpa"},
-    {"kimi-k3-vl", "cpu", false, "vision.self=cpu_flash decoder.prefill=- decoder.decode=-"},
+    {"kimi-k3-vl", "cpu", true, "vision.self=cpu_flash decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
 };
 
 std::string render(const CheckResult& r) {

@@ -53,6 +53,18 @@ std::vector<std::string> accepted_backend_names(const Registry& registry);
 // AK2002 listing the accepted names and the nearest one.
 Diagnostic unknown_backend(std::string_view name, const Registry& registry);
 
+// ---- auto level ----------------------------------------------------------------
+// What kind of layer the auto level chooses for.
+struct LayerTraits {
+  bool llm = false;                     // an LLM decoder layer (prefill/decode)
+  bool sparse_mla = false;              // a DeepSeek-style sparse-MLA model
+  bool ring_sequence_parallel = false;  // split over ring degree > 1
+};
+// The platform's preference order of design 2.1, most preferred first; names
+// are families or backends, resolved with resolve_backend_name().
+std::vector<std::string> platform_preference_order(const Platform& platform, const Problem& p,
+                                                   const LayerTraits& layer = {});
+
 // ---- global force --------------------------------------------------------------
 // Process-wide level-2 override; "" clears it.
 void set_global_force_backend(std::string name);
@@ -173,6 +185,22 @@ class Engine {
   LogSink log_;
   friend struct Impl;
 };
+
+// ---- one attention call, no model profile --------------------------------------
+// What `attnkit run` and the Python module use: the backend for one Problem on
+// the first of `platforms` (e.g. this machine's GPU, then its CPU) that has one.
+struct CallDecision {
+  const Backend* backend = nullptr;
+  Platform platform;
+  Level decided_by = Level::auto_select;
+  std::string requested;           // as written ("" for auto)
+  std::vector<Rejection> rejected;  // auto candidates that could not run it
+};
+// `requested` is a name ("auto" or "" for none): an explicit name is level 1 and
+// must run (else its reasons are returned); otherwise the global force (level
+// 2), then the platforms' preference order (level 7).
+Result<CallDecision> select_for_call(const Problem& p, const std::vector<Platform>& platforms,
+                                     std::string_view requested, const Registry& registry = default_registry());
 
 // Builds an Engine and returns its result: the library side of `attnkit check`.
 CheckResult check_deployment(const DeploymentConfig& config, const Registry& registry = default_registry());

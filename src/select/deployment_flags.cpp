@@ -1,0 +1,72 @@
+#include "select/deployment_flags.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace attnkit::select {
+
+void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
+  DeploymentConfig& c = flags.config;
+  app.add_option("--model", c.model, "shipped profile name or PATH.yaml")->required();
+  app.add_option("--platform", c.platform,
+                 "cuda:sm90|cuda:sm80|cuda:sm100|cuda:sm120|rocm|xpu|musa|mps|npu|cpu (default: this machine)");
+  app.add_option("--dtype", c.dtype, "activation dtype")->capture_default_str();
+  app.add_option("--attention-backend", c.attention_backend, "engine default backend");
+  app.add_option("--attention-backend-config", c.attention_backend_config,
+                 "JSON/YAML file, JSON string, or k=v,k2=v2 pairs");
+  app.add_option("--component-attention-backends", c.component_attention_backends,
+                 "comma list of component[.role]=backend");
+  app.add_option("--prefill-attention-backend", c.prefill_attention_backend, "LLM prefill backend");
+  app.add_option("--decode-attention-backend", c.decode_attention_backend, "LLM decode backend");
+  app.add_option("--mm-attention-backend", c.mm_attention_backend, "vision tower backend");
+  app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "KV cache dtype (auto: the activation dtype)")->capture_default_str();
+  app.add_option("--ring-degree", c.ring_degree, "ring attention degree")->capture_default_str();
+  app.add_option("--ulysses-degree", c.ulysses_degree, "Ulysses degree")->capture_default_str();
+  app.add_option("--sp-degree", flags.sp_degree, "sequence-parallel degree (ring * ulysses)");
+  app.add_flag("--enable-torch-compile", c.enable_torch_compile, "torch.compile is on");
+  app.add_flag("--enable-breakable-cuda-graph", c.enable_breakable_cuda_graph, "breakable CUDA graphs are on");
+}
+
+void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags) {
+  if (app.count("--sp-degree") > 0) flags.config.sp_degree = flags.sp_degree;
+}
+
+Result<DeploymentConfig> parse_deployment_args(const std::vector<std::string>& args) {
+  CLI::App app{"attnkit check"};
+  DeploymentFlags flags;
+  add_deployment_flags(app, flags);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return diagnose("AK3107", {{"detail", e.what()}});
+  }
+  finish_deployment_flags(app, flags);
+  return flags.config;
+}
+
+std::string check_result_json(const CheckResult& r, int indent) {
+  using json = nlohmann::ordered_json;
+  json selections = json::array();
+  for (const Decision& d : r.selections) {
+    json rejected = json::array();
+    for (const Rejection& x : d.rejected) rejected.push_back({{"backend", x.backend}, {"code", x.code}, {"reason", x.reason}});
+    selections.push_back({{"component", d.component},
+                          {"role", d.role},
+                          {"backend", d.backend},
+                          {"decided_by", level_name(d.decided_by)},
+                          {"fallback_reason", d.fallback_reason.empty() ? json(nullptr) : json(d.fallback_reason)},
+                          {"rejected", rejected}});
+  }
+  json diagnostics = json::array();
+  for (const Diagnostic& d : r.diagnostics)
+    diagnostics.push_back({{"code", d.code},
+                           {"severity", severity_name(d.severity)},
+                           {"message", d.message},
+                           {"meaning", d.meaning},
+                           {"solutions", d.solutions},
+                           {"example", d.example}});
+  const json j = {{"ok", r.ok}, {"platform", r.platform.label()}, {"selections", selections}, {"diagnostics", diagnostics}};
+  return j.dump(indent);
+}
+
+}  // namespace attnkit::select

@@ -1,0 +1,31 @@
+#pragma once
+// The engine flags of design section 5 and the JSON shape of `check`, shared by
+// the CLI and the Python module so both accept exactly the same deployment.
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "attnkit/select/selector.hpp"
+
+namespace attnkit::select {
+
+// Flags as parsed; `sp_degree` stays 0 unless --sp-degree was given.
+struct DeploymentFlags {
+  DeploymentConfig config;
+  int sp_degree = 0;
+  std::string format = "text";
+};
+
+// Registers --model, --platform, --dtype, the backend flags, the parallel
+// degrees and the torch.compile / CUDA-graph switches on `app`.
+void add_deployment_flags(CLI::App& app, DeploymentFlags& flags);
+// Copies --sp-degree into the config when it was given on `app`.
+void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags);
+
+// Parses engine flags (no program name) into a config; a bad flag is AK3107.
+Result<DeploymentConfig> parse_deployment_args(const std::vector<std::string>& args);
+
+// {"ok", "platform", "selections":[...], "diagnostics":[...]} (design section 5).
+std::string check_result_json(const CheckResult& r, int indent = 2);
+
+}  // namespace attnkit::select
