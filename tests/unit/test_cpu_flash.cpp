@@ -286,7 +286,7 @@ TEST(CpuFlash, RefusesWhatItCannotRunWithCapabilityCodes) {
   EXPECT_TRUE(backend->check(fp8, cpu()).has_code("AK2104"));
   Problem paged = make(1, 64, 2, 2, 64, DType::bf16);
   paged.paged_kv = PagedKv{16};
-  EXPECT_TRUE(backend->check(paged, cpu()).has_code("AK2109"));
+  EXPECT_TRUE(backend->check(paged, cpu()).empty());  // gathered pages (parity: paged_* cases)
   Problem big = make(8, 8, 2, 2, 640, DType::f32);
   EXPECT_TRUE(backend->check(big, cpu()).has_code("AK2105"));
   EXPECT_FALSE(backend->plan(fp8, cpu()).ok());

@@ -55,7 +55,7 @@ Capabilities cpu_flash_capabilities() {
   c.max_head_dim = 512;
   c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
-  c.paged_kv = false;
+  c.paged_kv = true;  // gathered per (sequence, kv head) into the thread's workspace
   return c;
 }
 
@@ -63,10 +63,15 @@ class CpuFlashPlan final : public Plan {
  public:
   CpuFlashPlan(const Problem& p, kc::FlashArgs args, cpu_flash::FlashTileFn fn, int threads)
       : Plan(p), args_(args), fn_(fn), threads_(threads),
-        per_thread_floats_(kc::workspace_layout(args.dqk, args.dv).total) {}
+        per_thread_floats_(kc::workspace_layout(args.dqk, args.dv).total),
+        // Paged caches: one sequence's K and V rows of a kv head, made contiguous.
+        gather_bytes_(p.paged_kv ? round_up(static_cast<std::size_t>(p.seqlen_k) * (args.dqk + args.dv) *
+                                                dtype_size(p.dtype))
+                                 : 0),
+        per_thread_bytes_(round_up(per_thread_floats_ * sizeof(float)) + gather_bytes_) {}
 
   std::size_t workspace_bytes() const override {
-    return static_cast<std::size_t>(threads_) * per_thread_floats_ * sizeof(float) + kAlign;
+    return static_cast<std::size_t>(threads_) * per_thread_bytes_ + kAlign;
   }
 
   Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle) const override {
@@ -83,13 +88,16 @@ class CpuFlashPlan final : public Plan {
     }
 
     auto addr = reinterpret_cast<std::uintptr_t>(ws.data());
-    float* base = reinterpret_cast<float*>((addr + kAlign - 1) / kAlign * kAlign);
+    std::byte* base = reinterpret_cast<std::byte*>((addr + kAlign - 1) / kAlign * kAlign);
     const int tiles = (p.seqlen_q + FlashTraits::kBlockQ - 1) / FlashTraits::kBlockQ;
     const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
     const std::int64_t items = heads * tiles;
 #pragma omp parallel num_threads(threads_)
     {
-      float* mine = base + static_cast<std::size_t>(omp_get_thread_num()) * per_thread_floats_;
+      std::byte* thread_ws = base + static_cast<std::size_t>(omp_get_thread_num()) * per_thread_bytes_;
+      float* mine = reinterpret_cast<float*>(thread_ws);
+      std::byte* gathered = thread_ws + round_up(per_thread_floats_ * sizeof(float));
+      std::int64_t gathered_for = -1;  // (b, kv head) whose rows `gathered` holds
       // Last q tiles first: under a causal mask they carry the most work.
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t it = 0; it < items; ++it) {
@@ -99,7 +107,18 @@ class CpuFlashPlan final : public Plan {
         const SequenceSpan span = host_sequence_span(p, t, b);
         const int q0 = tile * FlashTraits::kBlockQ;
         if (q0 >= span.q_len) continue;
-        fn_(args_, slice(p, t, b, hq, span), q0, mine);
+        kc::HeadSlice h = slice(p, t, b, hq, span);
+        if (p.paged_kv) {
+          const int hkv = hq / p.gqa_ratio();
+          const std::int64_t key = static_cast<std::int64_t>(b) * p.heads_kv + hkv;
+          if (key != gathered_for) gather_pages(p, t, b, hkv, span.k_len, gathered);
+          gathered_for = key;
+          h.k = gathered;
+          h.k_stride = p.head_dim_qk;
+          h.v = gathered + static_cast<std::size_t>(span.k_len) * p.head_dim_qk * dtype_size(p.dtype);
+          h.v_stride = p.head_dim_v;
+        }
+        fn_(args_, h, q0, mine);
       }
     }
     return {};
@@ -108,13 +127,36 @@ class CpuFlashPlan final : public Plan {
  private:
   static constexpr std::size_t kAlign = 64;
 
+  static std::size_t round_up(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+  // Copies the k_len cached rows of (sequence b, kv head hkv) into `dst`: K rows
+  // [k_len, dqk] then V rows [k_len, dv], each contiguous. Row j lives in page
+  // block_table[b, j / page_size] at slot j % page_size.
+  static void gather_pages(const Problem& p, const AttentionTensors& t, int b, int hkv, int k_len, std::byte* dst) {
+    const int P = p.paged_kv->page_size;
+    const std::size_t elem = dtype_size(p.dtype);
+    const auto* table = t.block_table.ptr<const std::int32_t>() + b * t.block_table.strides[0];
+    std::byte* k_dst = dst;
+    std::byte* v_dst = dst + static_cast<std::size_t>(k_len) * p.head_dim_qk * elem;
+    for (int j = 0; j < k_len; ++j) {
+      const std::int64_t page = table[(j / P) * t.block_table.strides[1]];
+      const std::int64_t k_off = page * t.k.strides[0] + (j % P) * t.k.strides[1] + hkv * t.k.strides[2];
+      const std::int64_t v_off = page * t.v.strides[0] + (j % P) * t.v.strides[1] + hkv * t.v.strides[2];
+      std::memcpy(k_dst + static_cast<std::size_t>(j) * p.head_dim_qk * elem, t.k.bytes() + k_off * elem,
+                  p.head_dim_qk * elem);
+      std::memcpy(v_dst + static_cast<std::size_t>(j) * p.head_dim_v * elem, t.v.bytes() + v_off * elem,
+                  p.head_dim_v * elem);
+    }
+  }
+
   // True when q, k, v and sinks hold no NaN/Inf. Walks each tensor as rows of
   // contiguous elements (the head dim is unit-stride; fully contiguous tensors
   // are one run), split over the plan's threads.
   bool inputs_finite(const AttentionTensors& t) const {
     const kc::Elem e = args_.in;
     for (const TensorView* tv : {&t.q, &t.k, &t.v}) {
-      if (tv->numel() == 0) continue;
+      // Unused pages of a paged cache may hold anything: only q is scanned then.
+      if (tv->numel() == 0 || (problem().paged_kv && tv != &t.q)) continue;
       const int r = tv->rank;
       const bool contiguous = tv->is_contiguous();
       const std::int64_t run = contiguous ? tv->numel() : tv->shape[r - 1];
@@ -183,6 +225,8 @@ class CpuFlashPlan final : public Plan {
   cpu_flash::FlashTileFn fn_;
   int threads_;
   std::size_t per_thread_floats_;
+  std::size_t gather_bytes_;
+  std::size_t per_thread_bytes_;
 };
 
 class CpuFlashBackend final : public Backend {
