@@ -14,26 +14,54 @@ import sys
 
 from . import _arrays
 from ._attnkit import backends, explain
+from ._attnkit import check as _check
+from ._attnkit import global_force as _global_force
+from ._attnkit import set_global_force as _set_global_force
 from ._attnkit import make_problem as _make_problem
 from ._attnkit import plan as _plan
 from ._errors import AttnkitError
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "force_backend", "backends", "explain",
-           "AttnkitError", "last_backend"]
+           "check", "select", "AttnkitError", "last_backend"]
 
-_forced_backend = contextvars.ContextVar("attnkit_forced_backend", default=None)
 _plans = {}
 _last_backend = contextvars.ContextVar("attnkit_last_backend", default=None)
 
 
 @contextlib.contextmanager
 def force_backend(name):
-    """Within the block, every attnkit call uses backend `name` (the global-force level)."""
-    token = _forced_backend.set(name)
+    """Within the block, calls that do not name a backend use `name` (the process-wide
+    global-force level of the selection order; an explicit backend= still wins)."""
+    previous = _global_force()
+    _set_global_force(name)
     try:
         yield
     finally:
-        _forced_backend.reset(token)
+        _set_global_force(previous)
+
+
+def check(args):
+    """Validates a deployment exactly like `attnkit check ARGS...` (engine flags as a list
+    of strings). Returns {"ok", "platform", "selections", "diagnostics"}; never touches a GPU."""
+    return _check([str(a) for a in args])
+
+
+def select(*, model, platform="", **flags):
+    """The Decision for every attention layer of `model` on `platform`, as a list of dicts.
+    Keyword flags use the engine names with underscores (attention_backend="fa",
+    component_attention_backends="text_encoder=sdpa", ring_degree=2, enable_torch_compile=True).
+    Raises AttnkitError when the deployment is invalid."""
+    args = ["--model", model] + (["--platform", platform] if platform else [])
+    for key, value in flags.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif value not in (False, None):
+            args += [flag, str(value)]
+    result = check(args)
+    if not result["ok"]:
+        raise AttnkitError(result["diagnostics"])
+    return result["selections"]
 
 
 def last_backend():
@@ -70,12 +98,12 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
         _register_torch_ops()
     dtype = _arrays.dtype_name(q)
     device = _arrays.device_kind(q)
-    requested = _forced_backend.get() or backend
+    requested = backend
     left, right = (int(window_size[0]), int(window_size[1])) if window_size is not None else (-1, -1)
     head_dim_qk, head_dim_v = int(q.shape[-1]), int(v.shape[-1])
     key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, bool(causal),
            left, right, float(softcap), softmax_scale, sinks is not None, bool(return_lse), page_size,
-           requested, device)
+           requested, _global_force() if requested == "auto" else "", device)
     plan = _plans.get(key)
     if plan is None:
         problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,

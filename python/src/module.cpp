@@ -13,6 +13,8 @@
 
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/dlpack.hpp"
+#include "attnkit/select/selector.hpp"
+#include "select/deployment_flags.hpp"
 
 namespace nb = nanobind;
 using namespace attnkit;
@@ -136,37 +138,27 @@ Problem make_problem(const std::string& layout, int batch, int seqlen_q, int seq
   return p;
 }
 
-// Named backend on this machine's GPU or CPU (matching where the data lives),
-// or auto: the first registered, auto-selectable backend that accepts the problem.
+// The backend for one call (explicit name, else the global force, else auto),
+// on this machine's GPU or CPU, matching where the data lives.
 PyPlan make_plan(const Problem& p, const std::string& backend, const std::string& device) {
-  const Registry& registry = default_registry();
   std::vector<Platform> platforms;
   for (const Platform& pl : local_platforms())
     if ((device == "cuda") == (pl.kind == PlatformKind::cuda)) platforms.push_back(pl);
   if (platforms.empty())
     raise(diagnose("AK6002", {{"reason", "the arrays are on a CUDA device but no usable GPU or CUDA build was found"}}));
-  Diagnostics last;
-  std::vector<const Backend*> candidates;
-  if (backend == "auto") {
-    for (const Backend* b : registry.all())
-      if (b->capabilities().auto_selectable) candidates.push_back(b);
-  } else {
-    auto found = find_backend(registry, backend);
-    if (!found) raise(found.diagnostics());
-    candidates.push_back(*found);
-  }
-  for (const Platform& pl : platforms)
-    for (const Backend* b : candidates) {
-      Diagnostics why = b->check(p, pl);
-      if (!why.empty()) {
-        if (last.empty() || !why.has_code("AK2101")) last = why;
-        continue;
-      }
-      auto plan = b->plan(p, pl);
-      if (!plan) raise(plan.diagnostics());
-      return PyPlan{std::move(*plan), std::string(b->name()), pl};
-    }
-  raise(last);
+  auto decision = select::select_for_call(p, platforms, backend);
+  if (!decision) raise(decision.diagnostics());
+  auto plan = decision->backend->plan(p, decision->platform);
+  if (!plan) raise(plan.diagnostics());
+  return PyPlan{std::move(*plan), std::string(decision->backend->name()), decision->platform};
+}
+
+nb::dict check_argv(const std::vector<std::string>& args) {
+  auto config = select::parse_deployment_args(args);
+  if (!config) raise(config.diagnostics());
+  const select::CheckResult r = select::check_deployment(*config);
+  nb::object json = nb::module_::import_("json");
+  return nb::cast<nb::dict>(json.attr("loads")(select::check_result_json(r, -1)));
 }
 
 }  // namespace
@@ -210,6 +202,10 @@ NB_MODULE(_attnkit, m) {
 
   m.def("plan", &make_plan, nb::arg("problem"), nb::arg("backend"), nb::arg("device"));
   m.def("backends", [] { return default_registry().names(); });
+  m.def("check", &check_argv, nb::arg("args"),
+        "Runs `attnkit check` on engine flags; returns the design's JSON shape as a dict.");
+  m.def("set_global_force", &select::set_global_force_backend, nb::arg("name"));
+  m.def("global_force", &select::global_force_backend);
   m.def("explain", [](const std::string& code) {
     const CatalogEntry* e = find_catalog_entry(code);
     if (e == nullptr) raise(diagnose("AK0000", {{"code", code}}));

@@ -132,3 +132,41 @@ def test_explain_returns_the_catalog_page():
     page = attnkit.explain("AK1002")
     assert page["code"] == "AK1002" and page["solutions"] and page["meaning"]
     assert "reference" in attnkit.backends()
+
+
+def test_explicit_backend_beats_the_global_force():
+    q = randn(1, 8, 2, 32)
+    with attnkit.force_backend("reference"):
+        attnkit.attention(q, q, q, backend="cpu_flash")
+        assert attnkit.last_backend() == "cpu_flash"
+        attnkit.attention(q, q, q)
+        assert attnkit.last_backend() == "reference"
+    attnkit.attention(q, q, q)
+    assert attnkit.last_backend() == "cpu_flash"
+
+
+def test_family_names_resolve_per_platform():
+    q = randn(1, 8, 2, 32)
+    attnkit.attention(q, q, q, backend="sdpa")  # the sdpa family is cpu_flash on the CPU
+    assert attnkit.last_backend() == "cpu_flash"
+
+
+def test_check_validates_a_deployment_without_a_gpu():
+    ok = attnkit.check(["--model", "wan", "--platform", "cuda:sm90"])
+    assert ok["ok"] and ok["platform"] == "cuda:sm90"
+    assert {s["backend"] for s in ok["selections"]} == {"fa3"}
+    bad = attnkit.check(["--model", "wan", "--platform", "cuda:sm80", "--attention-backend", "fa3"])
+    assert not bad["ok"]
+    assert "AK2102" in [d["code"] for d in bad["diagnostics"]]
+    with pytest.raises(attnkit.AttnkitError) as e:
+        attnkit.check(["--model", "wan", "--ring", "2"])
+    assert e.value.code == "AK3107"
+
+
+def test_select_returns_decisions_or_raises():
+    decisions = attnkit.select(model="llama", platform="cuda:sm90")
+    assert [d["role"] for d in decisions] == ["prefill", "decode"]
+    assert all(d["decided_by"] == "auto" for d in decisions)
+    with pytest.raises(attnkit.AttnkitError) as e:
+        attnkit.select(model="minimax-h3", platform="cuda:sm90", ring_degree=2, attention_backend="sdpa")
+    assert e.value.code.startswith("AK")
