@@ -42,36 +42,10 @@ std::vector<std::string> Registry::names() const {
   return out;
 }
 
-namespace {
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-}  // namespace
-
 std::string Registry::nearest(std::string_view name) const {
-  std::string best;
-  std::size_t best_d = std::max<std::size_t>(3, name.size() / 2) + 1;
-  auto consider = [&](std::string_view candidate) {
-    const std::size_t d = edit_distance(name, candidate);
-    if (d < best_d) {
-      best_d = d;
-      best = std::string(candidate);
-    }
-  };
-  for (const auto& b : backends_) consider(b->name());
-  for (const auto& [alias, canonical] : aliases_) consider(alias);
-  return best;
+  std::vector<std::string> candidates = names();
+  for (const auto& [alias, canonical] : aliases_) candidates.push_back(alias);
+  return nearest_name(name, candidates);
 }
 
 Registry& default_registry() {

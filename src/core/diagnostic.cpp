@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -95,6 +96,31 @@ std::string fill_template(std::string_view tmpl, DiagArgs args) {
     out += tmpl[i++];
   }
   return out;
+}
+
+std::string nearest_name(std::string_view name, const std::vector<std::string>& candidates) {
+  // Levenshtein distance with one row of the table.
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(3, name.size() / 2) + 1;
+  for (const std::string& c : candidates) {
+    const std::size_t d = distance(name, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
 }
 
 Diagnostic diagnose(std::string_view code, DiagArgs args) {

@@ -4,12 +4,14 @@
 #include <string_view>
 #include <vector>
 
+#include "attnkit/core/diagnostic.hpp"
+
 namespace attnkit::select {
 
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);
 std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
-// The candidate closest to `name` by edit distance, "" when none is close.
-std::string nearest_name(std::string_view name, const std::vector<std::string>& candidates);
+// "did you mean" suggestions (core/diagnostic.hpp).
+using attnkit::nearest_name;
 
 }  // namespace attnkit::select

@@ -53,6 +53,10 @@ Diagnostic diagnose(std::string_view code, DiagArgs args = {});
 // Fills "{key}" placeholders; unknown placeholders are left as written.
 std::string fill_template(std::string_view tmpl, DiagArgs args);
 
+// For "did you mean" suggestions: the candidate closest to `name` by edit
+// distance, "" when none is within max(3, |name|/2) edits.
+std::string nearest_name(std::string_view name, const std::vector<std::string>& candidates);
+
 // Several diagnostics; `ok()` when none is an error.
 class Diagnostics {
  public:
