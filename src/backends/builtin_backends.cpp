@@ -1,6 +1,7 @@
 // The backends compiled into this binary, registered in selection-preference
 // order. CUDA backends join through register_cuda_backends() when built.
 #include "attnkit/backends/cpu_flash.hpp"
+#include "attnkit/backends/cuda.hpp"
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "backends/modelled/modelled_backends.hpp"
@@ -10,6 +11,7 @@ namespace attnkit {
 void register_builtin_backends(Registry& registry) {
   registry.add(make_reference_backend());
   registry.add(make_cpu_flash_backend());
+  register_cuda_backends(registry);
   register_modelled_backends(registry);  // last: a real kernel replaces its modelled entry
 }
 

@@ -2,6 +2,7 @@
 // Platform: where attention runs. Detected on this machine, or named on the
 // command line ("cuda:sm90", "cpu", "rocm", ...) to validate a deployment for
 // another machine. Only CUDA and CPU kernels are built; other kinds are modelled.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

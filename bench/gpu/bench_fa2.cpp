@@ -1,0 +1,233 @@
+// GPU benchmark of attnkit's CUDA backends on the dense grid of design §6:
+// seqlen 512..16k, batch = 16384/seqlen, heads = 2048/head_dim, bf16, BSHD,
+// causal and not. Timed with CUDA events around each run after warm-up; the
+// median is reported. Inputs are random (never zeros) and rotated between two
+// sets so no run reads what the previous one left in L2.
+//
+//   bench_fa2 [--backend fa2] [--dims 64,128,256] [--seqlens 512,...,16384]
+//             [--iters 30] [--warmup 5] [--json out.json]
+//   bench_fa2 --variants [--seqlens 4096,16384] [--json variants.json]
+//             times the tile-shape variants of fa2_variants.def (direct launches)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attnkit/backends/registry.hpp"
+#include "fa2_variants.hpp"
+#include "kernels/cuda/params.hpp"
+#include "attnkit/core/dtype.hpp"
+#include "attnkit/platform/platform.hpp"
+
+using namespace attnkit;
+
+namespace {
+
+#define BENCH_CUDA(call)                                                                  \
+  do {                                                                                    \
+    const cudaError_t e_ = (call);                                                        \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));             \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+std::vector<int> parse_ints(const char* s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) out.push_back(std::stoi(tok));
+  return out;
+}
+
+struct Row {
+  std::string backend;
+  int head_dim, seqlen, batch, heads;
+  bool causal;
+  double ms_median, ms_min, tflops;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string backend_name = "fa2", json_path;
+  std::vector<int> dims = {64, 128, 256};
+  std::vector<int> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
+  int iters = 30, warmup = 5;
+  bool variants = false;
+  for (int i = 1; i < argc; ++i) {
+    auto next = [&]() { return i + 1 < argc ? argv[++i] : ""; };
+    if (!std::strcmp(argv[i], "--backend")) backend_name = next();
+    else if (!std::strcmp(argv[i], "--dims")) dims = parse_ints(next());
+    else if (!std::strcmp(argv[i], "--seqlens")) seqlens = parse_ints(next());
+    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--json")) json_path = next();
+    else if (!std::strcmp(argv[i], "--variants")) variants = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  const auto platform = detect_cuda_platform();
+  if (!platform) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 1;
+  }
+  auto backend = find_backend(default_registry(), backend_name);
+  if (!backend) {
+    std::fprintf(stderr, "%s\n", backend.diagnostics().summary().c_str());
+    return 1;
+  }
+
+  // Every grid point has 16384 tokens x 2048 (heads * dim) elements per tensor.
+  constexpr std::int64_t kTokens = 16384, kWidth = 2048, kElems = kTokens * kWidth;
+  constexpr int kSets = 2;
+  std::vector<std::uint16_t> host(kElems + 3 * kSets * 4099);
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& x : host) x = float_to_bf16(normal(rng));
+  std::vector<void*> q(kSets), k(kSets), v(kSets);
+  for (int s = 0; s < kSets; ++s) {
+    void** bufs[3] = {&q[s], &k[s], &v[s]};
+    for (int t = 0; t < 3; ++t) {
+      BENCH_CUDA(cudaMalloc(bufs[t], kElems * 2));
+      BENCH_CUDA(cudaMemcpy(*bufs[t], host.data() + (3 * s + t) * 4099, kElems * 2, cudaMemcpyHostToDevice));
+    }
+  }
+  void* out = nullptr;
+  BENCH_CUDA(cudaMalloc(&out, kElems * 2));
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreate(&stream));
+  std::vector<cudaEvent_t> ev(2 * (iters + warmup));
+  for (auto& e : ev) BENCH_CUDA(cudaEventCreate(&e));
+
+  std::vector<Row> rows;
+  // Times `enqueue(set)` with events around each call; returns the sorted times (ms).
+  auto time_runs = [&](auto&& enqueue) {
+    const int total = warmup + iters;
+    for (int it = 0; it < total; ++it) {
+      BENCH_CUDA(cudaEventRecord(ev[2 * it], stream));
+      enqueue(it % kSets);
+      BENCH_CUDA(cudaEventRecord(ev[2 * it + 1], stream));
+    }
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    std::vector<double> ms;
+    for (int it = warmup; it < total; ++it) {
+      float e = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&e, ev[2 * it], ev[2 * it + 1]));
+      ms.push_back(e);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms;
+  };
+  auto grid_problem = [&](int d, int s, bool causal) {
+    Problem p;
+    p.layout = Layout::bshd;
+    p.batch = static_cast<int>(kTokens / s);
+    p.seqlen_q = p.seqlen_k = s;
+    p.heads_q = p.heads_kv = static_cast<int>(kWidth / d);
+    p.head_dim_qk = p.head_dim_v = d;
+    p.dtype = DType::bf16;
+    p.mask = causal ? MaskKind::causal : MaskKind::none;
+    return p;
+  };
+  auto record = [&](const std::string& name, const Problem& p, const std::vector<double>& ms) {
+    const int s = p.seqlen_q, d = p.head_dim_qk;
+    const bool causal = p.mask == MaskKind::causal;
+    const double median = ms[ms.size() / 2];
+    const double flops = 4.0 * p.batch * p.heads_q * double(s) * s * d / (causal ? 2.0 : 1.0);
+    rows.push_back({name, d, s, p.batch, p.heads_q, causal, median, ms.front(), flops / (median * 1e9)});
+    std::printf("%-16s d%-3d %-6s s%-6d b%-3d h%-3d %8.3f ms %7.1f TFLOP/s\n", name.c_str(), d,
+                causal ? "causal" : "full", s, p.batch, p.heads_q, median, rows.back().tflops);
+    std::fflush(stdout);
+  };
+  auto view_for = [&](const Problem& p, void* data) {
+    return make_view(data, DType::bf16, {p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk}, Device{DeviceKind::cuda, 0});
+  };
+
+  if (variants) {
+#if !defined(ATTNKIT_BENCH_FA2_VARIANTS)
+    std::fprintf(stderr, "--variants: configure with -DATTNKIT_BENCH_FA2_VARIANTS=ON\n");
+    return 2;
+#else
+    for (const bench::Fa2Variant& var : bench::fa2_variants()) {
+      if (var.configure() != 0) {
+        std::fprintf(stderr, "variant %s: cudaFuncSetAttribute failed\n", var.name.c_str());
+        continue;
+      }
+      for (bool causal : {false, true})
+        for (int s : seqlens) {
+          const Problem p = grid_problem(var.head_dim, s, causal);
+          std::vector<cuda::AttnParams> params;
+          for (int set = 0; set < kSets; ++set) {
+            AttentionTensors t;
+            t.q = view_for(p, q[set]);
+            t.k = view_for(p, k[set]);
+            t.v = view_for(p, v[set]);
+            t.out = view_for(p, out);
+            params.push_back(cuda::make_attn_params(p, t));
+          }
+          const auto ms = time_runs([&](int set) {
+            const int err = var.launch(params[set], stream);
+            if (err != 0) {
+              std::fprintf(stderr, "variant %s launch failed (%d)\n", var.name.c_str(), err);
+              std::exit(1);
+            }
+          });
+          record(var.name, p, ms);
+        }
+    }
+    dims.clear();  // the variants replace the backend grid
+#endif
+  }
+
+  for (int d : dims)
+    for (bool causal : {false, true})
+      for (int s : seqlens) {
+        const Problem p = grid_problem(d, s, causal);
+        auto plan = (*backend)->plan(p, *platform);
+        if (!plan) {
+          std::fprintf(stderr, "skip %s: %s\n", p.summary().c_str(), plan.diagnostics().summary().c_str());
+          continue;
+        }
+        const auto ms = time_runs([&](int set) {
+          AttentionTensors t;
+          t.q = view_for(p, q[set]);
+          t.k = view_for(p, k[set]);
+          t.v = view_for(p, v[set]);
+          t.out = view_for(p, out);
+          const Diagnostics ran = (*plan)->run(t, {}, stream);
+          if (!ran.ok()) {
+            std::fprintf(stderr, "%s\n", ran.summary().c_str());
+            std::exit(1);
+          }
+        });
+        record(backend_name, p, ms);
+      }
+
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << "{\"device\": \"" << platform->device_name << "\", \"results\": [\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      f << "  {\"impl\": \"attnkit_" << r.backend << "\", \"head_dim\": " << r.head_dim << ", \"seqlen\": " << r.seqlen
+        << ", \"batch\": " << r.batch << ", \"heads\": " << r.heads << ", \"causal\": " << (r.causal ? "true" : "false")
+        << ", \"ms_median\": " << r.ms_median << ", \"ms_min\": " << r.ms_min << ", \"tflops\": " << r.tflops << "}"
+        << (i + 1 < rows.size() ? ",\n" : "\n");
+    }
+    f << "]}\n";
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  for (int s = 0; s < kSets; ++s) cudaFree(q[s]), cudaFree(k[s]), cudaFree(v[s]);
+  cudaFree(out);
+  cudaStreamDestroy(stream);
+  return 0;
+}

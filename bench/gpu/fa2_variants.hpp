@@ -1,0 +1,33 @@
+#pragma once
+// Tile-shape variants of fa2 timed side by side by bench_fa2 --variants, so one
+// GPU call compares shapes before the instance table (fa2/traits.hpp) commits
+// to one per head dim. Each variant is instantiated in its own .cu file.
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/params.hpp"
+
+namespace attnkit::bench {
+
+struct Fa2Variant {
+  std::string name;
+  int head_dim;
+  int (*configure)();
+  int (*launch)(const cuda::AttnParams&, void* stream);
+};
+std::vector<Fa2Variant> fa2_variants();
+
+}  // namespace attnkit::bench
+
+// Defines variant NAME with Fa2Traits<bf16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH>.
+// A derived type, so no variant is the same kernel symbol as a library
+// instance (two registrations of one kernel would fight over its attributes).
+#define AK_FA2_VARIANT(NAME, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH)               \
+  namespace attnkit::bench {                                                                              \
+  struct NAME##_traits                                                                                    \
+      : cuda::Fa2Traits<__nv_bfloat16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH> {}; \
+  int NAME##_configure() { return static_cast<int>(cuda::fa2_configure<NAME##_traits>()); }               \
+  int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                  \
+    return static_cast<int>(cuda::fa2_launch<NAME##_traits>(p, static_cast<cudaStream_t>(s)));            \
+  }                                                                                                        \
+  }

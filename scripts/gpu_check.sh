@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build (all cores, sm_80 + sm_90), GPU parity
+# (ctest: the shared harness + tests/gpu), compute-sanitizer memcheck and
+# racecheck on small shapes, then fa2 vs PyTorch SDPA (flash, cuDNN) on the
+# dense grid of design §6. Logs and JSON go under $OUT; a short table is last.
+#
+#   OUT=/some/dir scripts/gpu_check.sh            # everything
+#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,variants,bench
+#
+# $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
+# bench_{attnkit,torch,variants}.json and logs.tgz (every log); the caller's own
+# tee of stdout makes the eighth.
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="${OUT:-$ROOT/out/gpu}"
+BUILD="${BUILD:-/tmp/attnkit-gpu-build}"
+JOBS="$(nproc)"
+SKIP="${GPU_CHECK_SKIP:-}"
+LOGS="$BUILD-logs"
+rm -rf "$LOGS"
+mkdir -p "$OUT" "$LOGS"
+trap 'tar -C "$LOGS" -czf "$OUT/logs.tgz" . 2>/dev/null' EXIT
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+skip() { [[ ",$SKIP," == *",$1,"* ]]; }
+
+step "environment"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$LOGS/env.txt"
+nvcc --version | tail -1 | tee -a "$LOGS/env.txt"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' \
+  | tee -a "$LOGS/env.txt"
+
+# Build dependencies: the image has none of fmt / yaml-cpp / nlohmann-json /
+# highway / dlpack / gtest; .deps/ (ignored, carried) holds their Debian
+# packages, unpacked into a private prefix, never into /.
+CMAKE_EXTRA=()
+if [[ -d "$ROOT/.deps" ]] && ! pkg-config --exists libhwy 2>/dev/null; then
+  mkdir -p /tmp/akdeps
+  for f in "$ROOT"/.deps/*.deb; do dpkg -x "$f" /tmp/akdeps; done
+  P=/tmp/akdeps/usr
+  export PKG_CONFIG_PATH="$P/lib/x86_64-linux-gnu/pkgconfig:$P/share/pkgconfig"
+  export PKG_CONFIG_SYSROOT_DIR=/tmp/akdeps
+  export LD_LIBRARY_PATH="$P/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  CMAKE_EXTRA+=("-DCMAKE_PREFIX_PATH=$P")
+fi
+
+if ! skip build; then
+  step "configure + build (-j$JOBS, sm_80 + sm_90)"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="80;90" \
+    -DATTNKIT_BENCH_FA2_VARIANTS=ON \
+    "${CMAKE_EXTRA[@]}" > "$LOGS/configure.log" 2>&1 || { tail -30 "$LOGS/configure.log"; exit 1; }
+  cmake --build "$BUILD" -j"$JOBS" --target test_parity test_cuda_kernels bench_fa2 > "$LOGS/build.log" 2>&1 \
+    || { grep -E "error|Error" "$LOGS/build.log" | head -40; exit 1; }
+  echo "build ok"
+fi
+
+if ! skip parity; then
+  step "GPU parity (ctest: fa2, cuda_sdpa)"
+  ctest --test-dir "$BUILD" -R 'fa2|cuda_sdpa|CudaBackends|ParityCoverage' -j"$JOBS" --output-on-failure \
+    > "$LOGS/parity.log" 2>&1
+  rc=$?
+  grep -E "tests passed|tests failed" "$LOGS/parity.log"
+  grep -E "\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout" "$LOGS/parity.log" | head -20
+  # The failure messages themselves (gtest prints them under --output-on-failure).
+  grep -E "Failure|rel_l2|accepts only|exception" "$LOGS/parity.log" | sort | uniq -c | head -20
+  # Skips mean "declared it cannot run this case"; count what each backend ran.
+  for b in fa2 cuda_sdpa; do
+    echo "$b: $(grep -E "[/_]${b}_" "$LOGS/parity.log" | grep -c " Passed") passed," \
+         "$(grep -E "[/_]${b}_" "$LOGS/parity.log" | grep -c "Skipped") refused by capability," \
+         "$(grep -E "[/_]${b}_" "$LOGS/parity.log" | grep -c "Failed") failed"
+  done
+  [[ $rc -eq 0 ]] || status=1
+fi
+
+if ! skip sanitizer; then
+  step "compute-sanitizer memcheck + racecheck (small shapes)"
+  SMALL='AllBackends/Parity.MatchesReference/fa2_s17_bf16_causal:AllBackends/Parity.MatchesReference/fa2_s127_f16:'\
+'AllBackends/Parity.MatchesReference/fa2_d96_bf16:AllBackends/Parity.MatchesReference/fa2_d256_bf16:'\
+'AllBackends/Parity.MatchesReference/fa2_varlen_causal_bf16:AllBackends/Parity.MatchesReference/fa2_softcap_sinks_lse_bf16:'\
+'AllBackends/Parity.MatchesReference/cuda_sdpa_s17_f32_causal:AllBackends/Parity.MatchesReference/cuda_sdpa_paged_prefill_causal:'\
+'AllBackends/Parity.MatchesReference/cuda_sdpa_block_sparse:AllBackends/Parity.MatchesReference/cuda_sdpa_custom_mask:'\
+'AllBackends/Parity.MatchesReference/cuda_sdpa_dqk192_dv128:AllBackends/Parity.MatchesReference/cuda_sdpa_varlen_causal_bf16'
+  SMALL_GPU='Gpu/CudaKernels.MatchesReference/fa2_window1_bf16:Gpu/CudaKernels.MatchesReference/fa2_lse_empty_rows_sinks_f16:'\
+'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16'
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
+      > "$LOGS/sanitizer_${tool}.log" 2>&1
+    a=$?
+    compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" --gtest_filter="$SMALL_GPU" \
+      >> "$LOGS/sanitizer_${tool}.log" 2>&1
+    b=$?
+    echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
+    [[ $a -eq 0 && $b -eq 0 ]] || status=1
+  done
+fi
+
+if ! skip variants; then
+  step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s4096 + s16384"
+  "$BUILD/bench/gpu/bench_fa2" --variants --seqlens 4096,16384 --iters 20 --json "$OUT/bench_variants.json" \
+    > "$LOGS/variants.log" 2>&1 || status=1
+  cat "$LOGS/variants.log"
+fi
+
+if ! skip bench; then
+  step "benchmark: fa2 vs PyTorch SDPA (flash, cuDNN), bf16 dense grid"
+  "$BUILD/bench/gpu/bench_fa2" --json "$OUT/bench_attnkit.json" > "$LOGS/bench_attnkit.log" 2>&1 || status=1
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" --json "$OUT/bench_torch.json" \
+    > "$LOGS/bench_torch.log" 2>&1 || status=1
+  step "summary"
+  python3 "$ROOT/bench/gpu/report.py" --attnkit "$OUT/bench_attnkit.json" --torch "$OUT/bench_torch.json" \
+    --out-json "$OUT/summary.json" --out-md "$OUT/summary.md" || status=1
+fi
+exit $status

@@ -1,0 +1,47 @@
+#include <cuda_runtime.h>
+
+#include <array>
+#include <mutex>
+#include <optional>
+
+#include "backends/cuda/device.hpp"
+
+namespace attnkit::cuda {
+
+Diagnostics check_cuda(int error, std::string_view call) {
+  const auto err = static_cast<cudaError_t>(error);
+  if (err == cudaSuccess) return {};
+  cudaGetLastError();  // a launch error is sticky until read
+  return diagnose("AK6001", {{"call", std::string(call)},
+                             {"error", std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)}});
+}
+
+Result<DeviceProperties> current_device_properties() {
+  static std::mutex mutex;
+  static std::array<std::optional<DeviceProperties>, 64> cache;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return diagnose("AK6002", {{"reason", "cudaGetDeviceCount found no device"}});
+  }
+  int device = 0;
+  if (Diagnostics why = check_cuda(cudaGetDevice(&device), "cudaGetDevice"); !why.ok()) return why;
+  std::lock_guard lock(mutex);
+  if (device < static_cast<int>(cache.size()) && cache[device]) return *cache[device];
+  cudaDeviceProp prop{};
+  if (Diagnostics why = check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !why.ok())
+    return why;
+  DeviceProperties d;
+  d.index = device;
+  d.sm = prop.major * 10 + prop.minor;
+  d.name = prop.name;
+  d.multiprocessors = prop.multiProcessorCount;
+  d.shared_memory_per_block_optin = prop.sharedMemPerBlockOptin;
+  d.shared_memory_per_multiprocessor = prop.sharedMemPerMultiprocessor;
+  d.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
+  d.max_threads_per_multiprocessor = prop.maxThreadsPerMultiProcessor;
+  if (device < static_cast<int>(cache.size())) cache[device] = d;
+  return d;
+}
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,33 @@
+#pragma once
+// The CUDA device layer: every runtime call checked and turned into a
+// catalogued diagnostic (AK6001 / AK6002), and the device properties plans use
+// to choose tiles. Compiled only when CUDA is (device.cu); host glue guards its
+// uses with ATTNKIT_HAS_CUDA.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "attnkit/core/diagnostic.hpp"
+
+namespace attnkit::cuda {
+
+// AK6001 "CUDA call {call} failed: {error}" when `error` (a cudaError_t) is not
+// success; empty otherwise. Clears the sticky last-error state it reports.
+Diagnostics check_cuda(int error, std::string_view call);
+
+struct DeviceProperties {
+  int index = 0;
+  int sm = 0;  // major * 10 + minor
+  std::string name;
+  int multiprocessors = 0;
+  std::size_t shared_memory_per_block_optin = 0;
+  std::size_t shared_memory_per_multiprocessor = 0;
+  std::size_t l2_bytes = 0;
+  int max_threads_per_multiprocessor = 0;
+};
+
+// The current device's properties (queried once per device, then cached), or
+// AK6002 when there is no usable device.
+Result<DeviceProperties> current_device_properties();
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,121 @@
+#pragma once
+// fa2: FlashAttention-2-class forward for sm_80 and later, composed of the tile
+// scheduler (which tile), the mainloop (Q K^T, mask, online softmax, P V over a
+// cp.async ring of key tiles) and the epilogue (normalise, store O and LSE).
+#include "kernels/cuda/fa2/epilogue.hpp"
+#include "kernels/cuda/fa2/mainloop.hpp"
+#include "kernels/cuda/fa2/tile_scheduler.hpp"
+#include "kernels/cuda/fa2/traits.hpp"
+
+namespace attnkit::cuda {
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2_forward_kernel(const __grid_constant__ AttnParams p) {
+  using T = typename Traits::T;
+  using Mainloop = Fa2Mainloop<Traits>;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kStages = Traits::kStages;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  auto sK = [&](int stage) { return reinterpret_cast<T*>(smem_raw + Traits::kQBytes + stage * Traits::kStageBytes); };
+  auto sV = [&](int stage) {
+    return reinterpret_cast<T*>(smem_raw + Traits::kQBytes + stage * Traits::kStageBytes + Traits::kKvTileBytes);
+  };
+
+  // ---- which tile, and where its rows live
+  const Fa2Tile tile = Fa2TileScheduler<kBlockM>::current();
+  const DeviceSpan span = sequence_span(p, tile.batch);
+  const int m0 = tile.m_block * kBlockM;
+  if (m0 >= span.q_len) return;  // varlen: this sequence is shorter than the longest
+  const int head_kv = tile.head / p.gqa_ratio;
+  const HeadRows q_rows = head_rows(p.layout, p.q_strides, tile.batch, tile.head, span.q_offset);
+  const HeadRows k_rows = head_rows(p.layout, p.k_strides, tile.batch, head_kv, span.k_offset);
+  const HeadRows v_rows = head_rows(p.layout, p.v_strides, tile.batch, head_kv, span.k_offset);
+  const HeadRows o_rows = head_rows(p.layout, p.out_strides, tile.batch, tile.head, span.q_offset);
+  const T* q_base = static_cast<const T*>(p.q) + q_rows.offset;
+  const T* k_base = static_cast<const T*>(p.k) + k_rows.offset;
+  const T* v_base = static_cast<const T*>(p.v) + v_rows.offset;
+
+  // ---- the key tiles any row of this block can see
+  const int m_last = min(m0 + kBlockM, span.q_len) - 1;
+  const KeyRange first = visible_keys(m0, span.q_len, span.k_len, p.window_left, p.window_right);
+  const KeyRange last = visible_keys(m_last, span.q_len, span.k_len, p.window_left, p.window_right);
+  const int n_begin = first.lo / kBlockN;
+  const int n_end = last.hi > first.lo ? (last.hi + kBlockN - 1) / kBlockN : n_begin;
+
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  constexpr int kM = Traits::kMTiles;
+  const int warp_row0 = m0 + warp * Traits::kWarpRows;
+  const T* sQ_warp = sQ + warp * Traits::kWarpRows * Traits::kPitch;
+  KeyRange my_rows[kM][2];
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      my_rows[m][r] =
+          visible_keys(warp_row0 + 16 * m + g + 8 * r, span.q_len, span.k_len, p.window_left, p.window_right);
+
+  const bool has_sink = p.sinks != nullptr;
+  const float sink_log2 = has_sink ? p.sinks[tile.head * p.sinks_stride] * kLog2e : 0.0f;
+  const float m_init = has_sink ? sink_log2 : -INFINITY;  // the sink joins the running max from the start
+  OnlineSoftmax st[kM];
+  float o[kM][Traits::kOTiles][4];
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    st[m].m[0] = st[m].m[1] = m_init;
+    st[m].l[0] = st[m].l[1] = 0.0f;
+#pragma unroll
+    for (int dt = 0; dt < Traits::kOTiles; ++dt) o[m][dt][0] = o[m][dt][1] = o[m][dt][2] = o[m][dt][3] = 0.0f;
+  }
+  std::uint32_t q_regs[kM][Traits::kQInRegisters ? Traits::kKSteps : 1][4];
+
+  // ---- prologue: Q and the first kStages-1 key tiles in flight (one commit group each)
+  auto load_kv = [&](int n, int stage) {
+    load_tile_async<Traits>(sK(stage), k_base, k_rows.row_stride, n * kBlockN, kBlockN, span.k_len);
+    load_tile_async<Traits>(sV(stage), v_base, v_rows.row_stride, n * kBlockN, kBlockN, span.k_len);
+  };
+  load_tile_async<Traits>(sQ, q_base, q_rows.row_stride, m0, kBlockM, span.q_len);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (n_begin + s < n_end) load_kv(n_begin + s, s);
+    cp_async_commit();
+  }
+
+  // ---- mainloop over key tiles
+  for (int n = n_begin; n < n_end; ++n) {
+    const int it = n - n_begin;
+    cp_async_wait<kStages - 2>();  // tile n (and Q) landed for this thread...
+    __syncthreads();               // ...and for all; tile n-1's buffer is free again
+    if (n + kStages - 1 < n_end) load_kv(n + kStages - 1, (it + kStages - 1) % kStages);
+    cp_async_commit();
+    if constexpr (Traits::kQInRegisters) {
+      if (it == 0)
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int ks = 0; ks < Traits::kKSteps; ++ks) Mainloop::load_q_fragment(q_regs[m][ks], sQ_warp, m, ks);
+    }
+
+    float s[kM][Traits::kSTiles][4];
+    Mainloop::qk(s, q_regs, sQ_warp, sK(it % kStages));
+    const bool capped = p.softcap_log2 > 0.0f;  // uniform: one branch, not a select per score
+    if (capped) Mainloop::apply_softcap(s, p);
+    // Interior tiles (every row sees every key) skip the per-element mask.
+    const int key0 = n * kBlockN;
+    const bool interior = last.lo <= key0 && first.hi >= key0 + kBlockN;
+    if (!interior) Mainloop::apply_mask(s, key0, my_rows);
+    Mainloop::online_softmax(s, o, st, capped ? 1.0f : p.scale_log2);
+    Mainloop::pv(o, s, sV(it % kStages));
+  }
+  cp_async_wait<0>();
+
+  // ---- epilogue
+  const std::int64_t lse_offset = p.layout == Layout::thd
+                                      ? tile.head * p.lse_strides[0] + span.q_offset * p.lse_strides[1]
+                                      : tile.batch * p.lse_strides[0] + tile.head * p.lse_strides[1];
+  const std::int64_t lse_row_stride = p.layout == Layout::thd ? p.lse_strides[1] : p.lse_strides[2];
+  Fa2Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, static_cast<T*>(p.out) + o_rows.offset,
+                             o_rows.row_stride, warp_row0, span.q_len, lse_offset, lse_row_stride);
+}
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,220 @@
+#pragma once
+// The fa2 mainloop: for one warp's 16 query rows, stream key tiles through a
+// ring of shared-memory stages and keep
+//   m = running max of the scores (log2 units, the sink logit included),
+//   l = running sum of 2^(s - m), this thread's columns only,
+//   O = running sum of 2^(s - m) v,
+// so that after the last tile O / l is the attention output (epilogue.hpp).
+#include <cmath>
+
+#include "kernels/cuda/params.hpp"
+#include "kernels/cuda/sm80_primitives.hpp"
+
+namespace attnkit::cuda {
+
+// Copies `rows` rows of a (batch, head) slice into shared memory with
+// cp.async; rows at or past `valid_rows` are zero-filled (never read).
+template <class Traits>
+__device__ __forceinline__ void load_tile_async(typename Traits::T* smem, const typename Traits::T* gmem,
+                                                std::int64_t row_stride, int row0, int rows, int valid_rows) {
+  const int chunks = rows * Traits::kChunksPerRow;
+  for (int c = threadIdx.x; c < chunks; c += Traits::kThreads) {
+    const int r = c / Traits::kChunksPerRow;
+    const int col = (c % Traits::kChunksPerRow) * 8;
+    const bool valid = row0 + r < valid_rows;
+    const typename Traits::T* src = valid ? gmem + (row0 + r) * row_stride + col : gmem;
+    cp_async_16(smem + r * Traits::kPitch + col, src, valid);
+  }
+}
+
+// Per-thread softmax state for the two rows it holds (g and g + 8).
+struct OnlineSoftmax {
+  float m[2];
+  float l[2];
+};
+
+template <class Traits>
+struct Fa2Mainloop {
+  using T = typename Traits::T;
+  static constexpr int kM = Traits::kMTiles;
+  static constexpr int kSTiles = Traits::kSTiles;
+  static constexpr int kOTiles = Traits::kOTiles;
+  using SFrag = float[kM][kSTiles][4];  // S (then P) of one key tile, per row strip
+  using OFrag = float[kM][kOTiles][4];  // the output accumulator, per row strip
+
+  // ldmatrix.x4 row address of this lane: lanes 8i..8i+7 address matrix i.
+  static __device__ __forceinline__ int lane_matrix() { return (threadIdx.x & 31) >> 3; }
+  static __device__ __forceinline__ int lane_row() { return threadIdx.x & 7; }
+
+  // A fragment of Q (row strip m of this warp) for k-step ks.
+  static __device__ __forceinline__ void load_q_fragment(std::uint32_t (&a)[4], const T* sQ_warp, int m, int ks) {
+    const int mi = lane_matrix();
+    ldmatrix_x4(a, sQ_warp + (m * 16 + (mi & 1) * 8 + lane_row()) * Traits::kPitch + ks * 16 + (mi >> 1) * 8);
+  }
+
+  // S[strip][16 x kBlockN] = Q K^T for the tile in sK (fp32 accumulators). Each
+  // K fragment loaded from shared memory feeds one mma per row strip.
+  template <class QFrag>
+  static __device__ __forceinline__ void qk(SFrag& s, const QFrag& q_regs, const T* sQ_warp, const T* sK) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.0f;
+    const int mi = lane_matrix();
+    // Flattened steps i = (k-step ks, pair of n8 tiles np); two fragment buffers.
+    constexpr int kPairs = kSTiles / 2, kSteps = Traits::kKSteps * kPairs;
+    std::uint32_t a[2][kM][4];
+    std::uint32_t b[2][4];
+    auto load_a = [&](std::uint32_t (&dst)[kM][4], int ks) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        if constexpr (Traits::kQInRegisters) {
+          dst[m][0] = q_regs[m][ks][0], dst[m][1] = q_regs[m][ks][1], dst[m][2] = q_regs[m][ks][2],
+          dst[m][3] = q_regs[m][ks][3];
+        } else {
+          load_q_fragment(dst[m], sQ_warp, m, ks);
+        }
+      }
+    };
+    // matrices: (keys nt, k lo), (keys nt, k hi), (keys nt+1, k lo), (keys nt+1, k hi)
+    auto load_b = [&](std::uint32_t (&dst)[4], int i) {
+      const int ks = i / kPairs, nt = 2 * (i % kPairs);
+      ldmatrix_x4(dst, sK + (nt * 8 + (mi >> 1) * 8 + lane_row()) * Traits::kPitch + ks * 16 + (mi & 1) * 8);
+    };
+    load_a(a[0], 0);
+    load_b(b[0], 0);
+    // Nested (not flattened) loops: each unrolls fully, so every fragment
+    // index below is a compile-time constant and nothing lands in local memory.
+#pragma unroll
+    for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kPairs; ++np) {
+        const int i = ks * kPairs + np, nt = 2 * np;
+        const int cur = Traits::kPrefetch ? (i & 1) : 0;
+        const int acur = Traits::kPrefetch ? (ks & 1) : 0;
+        if constexpr (Traits::kPrefetch) {
+          if (i + 1 < kSteps) {
+            load_b(b[(i + 1) & 1], i + 1);
+            if (np + 1 == kPairs) load_a(a[(ks + 1) & 1], ks + 1);
+          }
+        } else if (i > 0) {
+          load_b(b[0], i);
+          if (np == 0) load_a(a[0], ks);
+        }
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          mma_16816<T>(s[m][nt], a[acur][m], b[cur][0], b[cur][1]);
+          mma_16816<T>(s[m][nt + 1], a[acur][m], b[cur][2], b[cur][3]);
+        }
+      }
+    }
+  }
+
+  // Under softcapping, s <- cap*log2(e) * tanh(s * scale / cap): scores in log2
+  // units, and online_softmax then runs with score_scale = 1. Without it the
+  // raw q.k scores go straight to online_softmax with score_scale =
+  // scale*log2(e), folded into the exponent's FMA.
+  static __device__ __forceinline__ void apply_softcap(SFrag& s, const AttnParams& p) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[m][nt][e] = p.softcap_log2 * tanhf(s[m][nt][e] * p.softcap_prescale);
+  }
+
+  // Hides keys outside each row's visible range [lo, hi) (causal / window /
+  // sequence end). `key0` is the tile's first key; rows[m][r] is the range of
+  // this thread's row g + 8r of strip m.
+  static __device__ __forceinline__ void apply_mask(SFrag& s, int key0, const KeyRange (&rows)[kM][2]) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = key0 + nt * 8 + 2 * t + (e & 1);
+          const KeyRange& r = rows[m][e >> 1];
+          if (j < r.lo || j >= r.hi) s[m][nt][e] = -INFINITY;
+        }
+  }
+
+  // With x = c * s (c = score_scale > 0, x in log2 units):
+  //   m_new = max(m, rowmax(x));  P = 2^(x - m_new) = 2^(fma(s, c, -m_new));
+  //   l = l * 2^(m - m_new) + rowsum(P);  O *= 2^(m - m_new).
+  // rowmax(c * s) = c * rowmax(s) since c > 0. A row that has seen only masked
+  // keys keeps m = -inf; it subtracts 0 instead, so every 2^(-inf) is a clean 0.
+  static __device__ __forceinline__ void online_softmax(SFrag& s, OFrag& o, OnlineSoftmax (&st)[kM],
+                                                        float score_scale) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float row_max = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < kSTiles; ++nt) row_max = fmaxf(row_max, fmaxf(s[m][nt][2 * r], s[m][nt][2 * r + 1]));
+        const float mx = fmaxf(st[m].m[r], quad_max(row_max) * score_scale);
+        const float m_sub = mx == -INFINITY ? 0.0f : mx;
+        const float alpha = fast_exp2(st[m].m[r] - m_sub);
+        st[m].m[r] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kSTiles; ++nt) {
+          s[m][nt][2 * r] = fast_exp2(fmaf(s[m][nt][2 * r], score_scale, -m_sub));
+          s[m][nt][2 * r + 1] = fast_exp2(fmaf(s[m][nt][2 * r + 1], score_scale, -m_sub));
+          sum += s[m][nt][2 * r] + s[m][nt][2 * r + 1];
+        }
+        st[m].l[r] = st[m].l[r] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < kOTiles; ++dt) {
+          o[m][dt][2 * r] *= alpha;
+          o[m][dt][2 * r + 1] *= alpha;
+        }
+      }
+  }
+
+  // O += P V: the S accumulators of two adjacent n8 tiles are exactly the A
+  // fragment of one 16-key k-step, so P never leaves registers.
+  static __device__ __forceinline__ void pv(OFrag& o, const SFrag& p, const T* sV) {
+    const int mi = lane_matrix();
+    // Flattened steps i = (16-key step kk, pair of n8 dim tiles dp); V
+    // fragments double-buffered, P fragments converted once per kk.
+    constexpr int kPairs = kOTiles / 2, kSteps = Traits::kPvSteps * kPairs;
+    // matrices (transposed): (keys lo, dims dt), (keys hi, dims dt), (keys lo, dims dt+1), (keys hi, dims dt+1)
+    auto load_v = [&](std::uint32_t (&dst)[4], int i) {
+      const int kk = i / kPairs, dt = 2 * (i % kPairs);
+      ldmatrix_x4_trans(dst, sV + (kk * 16 + (mi & 1) * 8 + lane_row()) * Traits::kPitch + (dt + (mi >> 1)) * 8);
+    };
+    std::uint32_t b[2][4];
+    std::uint32_t a[kM][4];
+    load_v(b[0], 0);
+#pragma unroll
+    for (int kk = 0; kk < Traits::kPvSteps; ++kk) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        a[m][0] = pack2<T>(p[m][2 * kk][0], p[m][2 * kk][1]);
+        a[m][1] = pack2<T>(p[m][2 * kk][2], p[m][2 * kk][3]);
+        a[m][2] = pack2<T>(p[m][2 * kk + 1][0], p[m][2 * kk + 1][1]);
+        a[m][3] = pack2<T>(p[m][2 * kk + 1][2], p[m][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < kPairs; ++dp) {
+        const int i = kk * kPairs + dp, dt = 2 * dp;
+        const int cur = Traits::kPrefetch ? (i & 1) : 0;
+        if constexpr (Traits::kPrefetch) {
+          if (i + 1 < kSteps) load_v(b[(i + 1) & 1], i + 1);
+        } else if (i > 0) {
+          load_v(b[0], i);
+        }
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          mma_16816<T>(o[m][dt], a[m], b[cur][0], b[cur][1]);
+          mma_16816<T>(o[m][dt + 1], a[m], b[cur][2], b[cur][3]);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,87 @@
+#pragma once
+// Fa2Traits: every tile constant of the sm_80 flash kernel in one place, with
+// the impossible combinations rejected at compile time.
+//
+// One CTA owns kBlockM query rows of one (batch, head); each of its kWarps
+// warps owns kMTiles strips of 16 rows (mma m16n8k16 has M = 16) for the whole
+// key loop, so S = Q K^T of a tile and O stay in that warp's registers; every
+// K / V fragment a warp loads from shared memory feeds kMTiles mmas. Keys
+// stream through shared memory kBlockN at a time in a ring of kStages K+V
+// buffers (tile n+kStages-1 loads while tile n computes).
+#include <cstddef>
+
+namespace attnkit::cuda {
+
+template <class T_, int HeadDim, int MTiles, int BlockN, int Warps, int Stages, bool QInRegisters, int MinBlocks,
+          bool Prefetch = true>
+struct Fa2Traits {
+  using T = T_;  // __half or __nv_bfloat16
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kWarps = Warps;
+  static constexpr int kThreads = 32 * Warps;
+  static constexpr int kMTiles = MTiles;                 // 16-row mma strips per warp
+  static constexpr int kWarpRows = 16 * MTiles;
+  static constexpr int kBlockM = kWarpRows * Warps;
+  static constexpr int kMinBlocksPerSm = MinBlocks;  // __launch_bounds__ occupancy target
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kStages = Stages;
+  static constexpr bool kQInRegisters = QInRegisters;
+  // Software pipelining of fragment loads: the ldmatrix for mma step i+1 is
+  // issued before the mmas of step i, so shared-memory latency overlaps math.
+  static constexpr bool kPrefetch = Prefetch;
+
+  // Shared rows are padded by 16 bytes: the 8 row addresses of one ldmatrix
+  // then fall in 8 different 16-byte bank groups (no conflicts, no swizzle).
+  static constexpr int kPitch = kHeadDim + 8;  // elements
+  static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte cp.async chunks
+
+  static constexpr int kKSteps = kHeadDim / 16;  // k-steps of S = Q K^T over the head dim
+  static constexpr int kSTiles = kBlockN / 8;    // n8 tiles of S per warp
+  static constexpr int kPvSteps = kBlockN / 16;  // k-steps of O += P V over the keys
+  static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per warp
+
+  static constexpr std::size_t kQBytes = std::size_t(kBlockM) * kPitch * sizeof(T);
+  static constexpr std::size_t kKvTileBytes = std::size_t(kBlockN) * kPitch * sizeof(T);  // K or V
+  static constexpr std::size_t kStageBytes = 2 * kKvTileBytes;
+  static constexpr std::size_t kSmemBytes = kQBytes + kStages * kStageBytes;
+  static constexpr std::size_t kSmemBytesPerCta() { return kSmemBytes + 1024; }  // + the runtime's reserve
+
+  static_assert(sizeof(T) == 2, "fa2 runs 16-bit inputs (fp16 / bf16) on the tensor cores");
+  static_assert(kHeadDim % 16 == 0 && kHeadDim >= 32 && kHeadDim <= 256,
+                "head dim: whole 16-wide mma k-steps, 32..256");
+  static_assert(kBlockN % 16 == 0 && kBlockN >= 16, "kBlockN: whole 16-key mma k-steps");
+  static_assert(kSTiles % 2 == 0 && kOTiles % 2 == 0, "ldmatrix.x4 loads n8 tiles in pairs");
+  static_assert(Warps >= 1 && Warps <= 16, "1..16 warps per CTA");
+  static_assert(MTiles >= 1 && MTiles <= 2, "1 or 2 row strips per warp (registers: O holds kMTiles*kHeadDim/2 floats)");
+  static_assert(MTiles * (kHeadDim / 2 + kBlockN / 2) <= 200, "O + S accumulators would not fit in 255 registers");
+  static_assert(MinBlocks >= 1 && MinBlocks * kSmemBytesPerCta() <= 228 * 1024,
+                "the occupancy target does not fit in the 228 KB of shared memory per SM");
+  static_assert(kStages >= 2 && kStages <= 4,
+                "a ring of 2..4 K+V buffers: the next tiles load while this one computes");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_80/sm_90");
+  static_assert((kPitch * sizeof(T)) % 16 == 0, "rows must stay 16-byte aligned for cp.async / ldmatrix");
+};
+
+// The tile shape chosen per head dim (the instance table picks dtype x dim).
+// Registers per thread: O = kMTiles*kHeadDim/2 floats, S = kMTiles*kBlockN/2,
+// Q (if kept) = kMTiles*kHeadDim/4. d64..d128: 4 warps x 32 rows, so every K/V
+// fragment feeds two mmas, and two CTAs per SM, whose independent barriers hide
+// each other's load waits (d96/d128 at 64-key tiles spill ~100 bytes and are
+// still the fastest measured). d192/d256: 8 warps x 16 rows, one CTA per SM
+// (O alone is 96-128 registers). Chosen with bench_fa2 --variants on an H200
+// (docs/perf/gpu-fa2.md).
+//                         T  dim strips BlockN warps stages Q-in-regs CTAs/SM prefetch
+template <class T, int HeadDim>
+struct Fa2Config;
+template <class T>
+struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2, false>; };
+template <class T>
+struct Fa2Config<T, 96> { using Traits = Fa2Traits<T, 96, 2, 64, 4, 2, false, 2, false>; };
+template <class T>
+struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, true>; };
+template <class T>
+struct Fa2Config<T, 192> { using Traits = Fa2Traits<T, 192, 1, 64, 8, 2, false, 1>; };
+template <class T>
+struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 8, 2, false, 1>; };
+
+}  // namespace attnkit::cuda

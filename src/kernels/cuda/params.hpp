@@ -1,0 +1,144 @@
+#pragma once
+// Device-side parameters of one attention launch, shared by every CUDA kernel
+// of attnkit. Host `Problem` + `AttentionTensors` become `AttnParams` in one
+// place (make_attn_params); kernels read only this struct. Plain C++: the host
+// glue builds it without CUDA headers.
+#include <cmath>
+#include <cstdint>
+
+#include "attnkit/core/attention_tensors.hpp"
+#include "attnkit/core/host_device.hpp"
+#include "attnkit/core/mask.hpp"
+#include "attnkit/core/problem.hpp"
+
+namespace attnkit::cuda {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+struct AttnParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;          // null: not requested
+  const float* sinks = nullptr;  // null: no sinks
+  const std::int32_t* cu_seqlens_q = nullptr;  // THD only
+  const std::int32_t* cu_seqlens_k = nullptr;  // THD without paging only
+  const std::int32_t* block_table = nullptr;   // paged only
+  const std::int32_t* seqlens_k = nullptr;     // paged only
+  const std::uint8_t* block_mask = nullptr;    // block_sparse only
+  const std::uint8_t* custom_mask = nullptr;   // custom only
+
+  std::int64_t q_strides[4]{}, k_strides[4]{}, v_strides[4]{}, out_strides[4]{};
+  std::int64_t lse_strides[3]{}, sinks_stride = 0;
+  std::int64_t block_table_strides[2]{}, seqlens_k_stride = 0, cu_q_stride = 1, cu_k_stride = 1;
+  std::int64_t block_mask_strides[4]{}, custom_mask_strides[4]{};
+
+  Layout layout = Layout::bshd;
+  MaskKind mask = MaskKind::none;
+  int batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, gqa_ratio = 1;
+  int head_dim_qk = 64, head_dim_v = 64;
+  int window_left = -1, window_right = -1;  // effective window (causal included)
+  int page_size = 0;                        // > 0: paged KV cache
+  int block_q = 64, block_k = 64;           // block-sparse block sizes
+  // Scores in log2 units: s2 = log2(e) * softcap(scale * q.k).
+  //   no softcap: s2 = (q.k) * scale_log2
+  //   softcap c : s2 = softcap_log2 * tanh((q.k) * softcap_prescale), softcap_log2 = c*log2(e)
+  float scale = 1.0f;  // natural units, for kernels that work in them
+  float scale_log2 = 1.0f;
+  float softcap = 0.0f;
+  float softcap_prescale = 0.0f;
+  float softcap_log2 = 0.0f;
+};
+
+// Lengths and packed token offsets of sequence b, read on the device.
+struct DeviceSpan {
+  int q_len, k_len;
+  std::int64_t q_offset, k_offset;
+};
+
+AK_HOST_DEVICE DeviceSpan sequence_span(const AttnParams& p, int b) {
+  DeviceSpan s{p.seqlen_q, p.seqlen_k, 0, 0};
+  if (p.layout == Layout::thd) {
+    const std::int32_t q0 = p.cu_seqlens_q[b * p.cu_q_stride], q1 = p.cu_seqlens_q[(b + 1) * p.cu_q_stride];
+    s.q_offset = q0;
+    s.q_len = q1 - q0;
+    if (p.page_size == 0) {
+      const std::int32_t k0 = p.cu_seqlens_k[b * p.cu_k_stride], k1 = p.cu_seqlens_k[(b + 1) * p.cu_k_stride];
+      s.k_offset = k0;
+      s.k_len = k1 - k0;
+    }
+  }
+  if (p.page_size > 0) s.k_len = p.seqlens_k[b * p.seqlens_k_stride];
+  return s;
+}
+
+inline void copy_strides(std::int64_t* dst, const TensorView& t, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = i < t.rank ? t.strides[i] : 0;
+}
+
+// The one place host arguments become device parameters.
+inline AttnParams make_attn_params(const Problem& p, const AttentionTensors& t) {
+  AttnParams a;
+  a.q = t.q.data;
+  a.k = t.k.data;
+  a.v = t.v.data;
+  a.out = t.out.data;
+  a.lse = p.return_lse ? static_cast<float*>(t.lse.data) : nullptr;
+  a.sinks = p.has_sinks ? static_cast<const float*>(t.sinks.data) : nullptr;
+  copy_strides(a.q_strides, t.q, 4);
+  copy_strides(a.k_strides, t.k, 4);
+  copy_strides(a.v_strides, t.v, 4);
+  copy_strides(a.out_strides, t.out, 4);
+  if (p.return_lse) copy_strides(a.lse_strides, t.lse, 3);
+  if (p.has_sinks) a.sinks_stride = t.sinks.strides[0];
+  if (p.layout == Layout::thd) {
+    a.cu_seqlens_q = static_cast<const std::int32_t*>(t.cu_seqlens_q.data);
+    a.cu_q_stride = t.cu_seqlens_q.strides[0];
+    if (!p.paged_kv) {
+      a.cu_seqlens_k = static_cast<const std::int32_t*>(t.cu_seqlens_k.data);
+      a.cu_k_stride = t.cu_seqlens_k.strides[0];
+    }
+  }
+  if (p.paged_kv) {
+    a.page_size = p.paged_kv->page_size;
+    a.block_table = static_cast<const std::int32_t*>(t.block_table.data);
+    copy_strides(a.block_table_strides, t.block_table, 2);
+    a.seqlens_k = static_cast<const std::int32_t*>(t.seqlens_k.data);
+    a.seqlens_k_stride = t.seqlens_k.strides[0];
+  }
+  if (p.mask == MaskKind::block_sparse) {
+    a.block_mask = static_cast<const std::uint8_t*>(t.block_mask.data);
+    copy_strides(a.block_mask_strides, t.block_mask, 4);
+    a.block_q = p.block_sparse.block_q;
+    a.block_k = p.block_sparse.block_k;
+  }
+  if (p.mask == MaskKind::custom) {
+    a.custom_mask = static_cast<const std::uint8_t*>(t.custom_mask.data);
+    copy_strides(a.custom_mask_strides, t.custom_mask, 4);
+  }
+  a.layout = p.layout;
+  a.mask = p.mask;
+  a.batch = p.batch;
+  a.seqlen_q = p.seqlen_q;
+  a.seqlen_k = p.seqlen_k;
+  a.heads_q = p.heads_q;
+  a.heads_kv = p.heads_kv;
+  a.gqa_ratio = p.gqa_ratio();
+  a.head_dim_qk = p.head_dim_qk;
+  a.head_dim_v = p.head_dim_v;
+  const Window w = p.effective_window();
+  a.window_left = w.left;
+  a.window_right = w.right;
+  a.scale = p.softmax_scale();
+  a.scale_log2 = a.scale * kLog2e;
+  if (p.softcap > 0.0f) {
+    a.softcap = p.softcap;
+    a.softcap_prescale = a.scale / p.softcap;
+    a.softcap_log2 = p.softcap * kLog2e;
+  }
+  return a;
+}
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,219 @@
+// GPU checks of the CUDA backends beyond the shared parity list: the cases the
+// list runs only in fp32 (windows, empty rows, BHSD) in fp16/bf16 so fa2 takes
+// them, several tiles and query blocks per head, long varlen sequences, and a
+// CUDA-graph capture of Plan::run. Skips with a message when no GPU is present.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "attnkit/backends/cuda.hpp"
+#include "attnkit/backends/reference.hpp"
+#include "attnkit/backends/registry.hpp"
+#include "testing/backend_runner.hpp"
+#include "testing/error_norms.hpp"
+#include "testing/parity_cases.hpp"
+
+#if defined(ATTNKIT_HAS_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace attnkit::testing {
+namespace {
+
+Problem make(int sq, int sk, int hq, int hkv, int d, DType t, MaskKind mask = MaskKind::none) {
+  Problem p;
+  p.batch = 2;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.head_dim_qk = p.head_dim_v = d;
+  p.dtype = t;
+  p.mask = mask;
+  return p;
+}
+
+std::vector<ParityCase> gpu_cases() {
+  std::vector<ParityCase> c;
+  auto add = [&](std::string name, Problem p, ProblemDataOptions o = {}) {
+    o.seed = 1000 + c.size() * 31;
+    c.push_back({std::move(name), p, o});
+  };
+  int wi = 0;
+  for (auto [l, r] : {std::pair{32, 0}, {16, 16}, {-1, 8}, {0, 0}, {200, 3}}) {
+    Problem p = make(300, 450, 4, 2, 64, DType::bf16, MaskKind::sliding_window);
+    p.window = {l, r};
+    add("window" + std::to_string(wi++) + "_bf16", p);
+  }
+  {
+    Problem p = make(90, 33, 4, 4, 128, DType::f16, MaskKind::causal);
+    p.return_lse = true;
+    add("lse_empty_rows_f16", p);
+    p.has_sinks = true;
+    add("lse_empty_rows_sinks_f16", p);
+    Problem q = make(200, 260, 4, 2, 64, DType::bf16, MaskKind::causal);
+    q.layout = Layout::bhsd;
+    add("bhsd_causal_bf16", q);
+  }
+  {
+    Problem p = make(2048, 2048, 8, 2, 128, DType::bf16, MaskKind::causal);
+    p.batch = 1;
+    p.return_lse = true;
+    add("s2048_d128_causal_gqa4_bf16", p);
+    Problem q = make(1500, 1500, 2, 2, 64, DType::f16);
+    add("s1500_d64_f16", q);
+    Problem r = make(700, 700, 2, 1, 256, DType::bf16, MaskKind::causal);
+    add("s700_d256_causal_bf16", r);
+    Problem s = make(513, 513, 2, 2, 192, DType::f16);
+    add("s513_d192_f16", s);
+    Problem u = make(1, 5000, 8, 1, 128, DType::bf16, MaskKind::causal);
+    u.return_lse = true;
+    add("decode_k5000_bf16", u);
+    Problem w = make(333, 333, 4, 2, 128, DType::bf16);
+    w.softcap = 30.0f;
+    w.has_sinks = true;
+    w.return_lse = true;
+    w.scale = 0.2f;
+    add("softcap_sinks_lse_s333_bf16", w);
+    Problem x = make(640, 640, 3, 3, 96, DType::bf16, MaskKind::causal);
+    add("s640_d96_causal_bf16", x);
+  }
+  {
+    Problem p = make(777, 900, 4, 2, 128, DType::bf16, MaskKind::causal);
+    p.layout = Layout::thd;
+    p.batch = 4;
+    p.return_lse = true;
+    ProblemDataOptions o;
+    o.q_lens = {300, 1, 777, 0};
+    o.k_lens = {300, 50, 900, 10};
+    add("varlen_long_causal_bf16", p, o);
+  }
+  return c;
+}
+
+struct GpuParam {
+  std::string backend;
+  ParityCase c;
+};
+
+std::vector<GpuParam> gpu_params() {
+  std::vector<GpuParam> out;
+  for (const char* b : {"fa2", "cuda_sdpa"})
+    for (const ParityCase& c : gpu_cases()) out.push_back({b, c});
+  return out;
+}
+
+class CudaKernels : public ::testing::TestWithParam<GpuParam> {};
+
+TEST_P(CudaKernels, MatchesReference) {
+  const GpuParam& param = GetParam();
+  const Backend* backend = default_registry().find(param.backend);
+  ASSERT_NE(backend, nullptr) << param.backend << " is not registered";
+  const TestPlatform tp = test_platform_for(*backend);
+  if (!tp.platform) GTEST_SKIP() << param.backend << ": " << tp.skip_reason;
+  auto data = HostProblemData::create(param.c.problem, param.c.data);
+  ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+  const Problem& p = data->problem();
+  const Diagnostics refused = backend->check(p, *tp.platform);
+  ASSERT_TRUE(refused.empty()) << "every case here is meant to run on " << param.backend << ": " << refused.summary();
+
+  const Diagnostics ran = run_backend(*backend, *tp.platform, *data);
+  ASSERT_TRUE(ran.ok()) << ran.summary();
+
+  Problem ref_problem = p;
+  ref_problem.out_dtype_override = DType::f64;
+  HostTensor ref_out = data->make_output(DType::f64);
+  HostTensor ref_lse = p.return_lse ? data->make_lse() : HostTensor();
+  ASSERT_TRUE(reference_attention(ref_problem, data->tensors_with_outputs(ref_out.view(), ref_lse.view())).ok());
+  const AttentionTensors t = data->tensors();
+  const ErrorStats out_err = compare(t.out, ref_out.view());
+  EXPECT_EQ(out_err.not_finite, 0) << describe(out_err);
+  EXPECT_EQ(out_err.mismatched_infinities, 0) << describe(out_err);
+  EXPECT_LE(out_err.rel_l2, rel_l2_bound(p.out_dtype())) << p.summary() << ": " << describe(out_err);
+  if (p.return_lse) {
+    const ErrorStats lse_err = compare(t.lse, ref_lse.view());
+    EXPECT_EQ(lse_err.not_finite, 0) << "LSE: " << describe(lse_err);
+    EXPECT_EQ(lse_err.mismatched_infinities, 0) << "LSE: " << describe(lse_err);
+    EXPECT_LE(lse_err.rel_l2, 1e-4) << "LSE: " << describe(lse_err);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, CudaKernels, ::testing::ValuesIn(gpu_params()),
+                         [](const auto& info) { return info.param.backend + "_" + info.param.c.name; });
+
+// fa2's capability list comes from the instance table: every table entry is a
+// declared head dim, and an uncompiled one is a coded reason.
+TEST(CudaBackends, Fa2HeadDimsFollowTheInstanceTable) {
+  const Backend* fa2 = default_registry().find("fa2");
+  ASSERT_NE(fa2, nullptr);
+  const auto& dims = fa2->capabilities().head_dims;
+  for (const Fa2Instance& i : fa2_instance_table())
+    EXPECT_NE(std::find(dims.begin(), dims.end(), i.head_dim), dims.end()) << i.head_dim;
+  Problem p = make(64, 64, 2, 2, 80, DType::bf16);
+  Platform sm80;
+  sm80.kind = PlatformKind::cuda;
+  sm80.sm = 80;
+  EXPECT_TRUE(fa2->check(p, sm80).has_code("AK2105"));
+  p.head_dim_qk = p.head_dim_v = 128;
+  EXPECT_TRUE(fa2->check(p, sm80).empty()) << fa2->check(p, sm80).summary();
+  sm80.sm = 75;
+  EXPECT_TRUE(fa2->check(p, sm80).has_code("AK2102"));
+}
+
+#if defined(ATTNKIT_HAS_CUDA)
+// Plan::run allocates nothing and only enqueues: a CUDA graph captures it, and
+// the replay writes the same bytes as a direct run.
+TEST(CudaBackends, RunIsGraphCapturable) {
+  for (const char* name : {"fa2", "cuda_sdpa"}) {
+    const Backend* backend = default_registry().find(name);
+    ASSERT_NE(backend, nullptr);
+    const TestPlatform tp = test_platform_for(*backend);
+    if (!tp.platform) GTEST_SKIP() << name << ": " << tp.skip_reason;
+    Problem p = make(300, 300, 4, 2, 128, DType::bf16, MaskKind::causal);
+    auto data = HostProblemData::create(p, {});
+    ASSERT_TRUE(data.ok());
+    auto plan = backend->plan(p, *tp.platform);
+    ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+    const AttentionTensors host = data->tensors();
+    AttentionTensors dev = host;
+    std::vector<void*> buffers;
+    for (TensorView* v : {&dev.q, &dev.k, &dev.v, &dev.out}) {
+      void* ptr = nullptr;
+      ASSERT_EQ(cudaMalloc(&ptr, v->span_bytes()), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(ptr, v->data, v->span_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+      v->data = ptr;
+      v->device = {DeviceKind::cuda, 0};
+      buffers.push_back(ptr);
+    }
+    const auto bytes = static_cast<std::size_t>(dev.out.span_bytes());
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    ASSERT_TRUE((*plan)->run(dev, {}, stream).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<unsigned char> direct(bytes), replay(bytes);
+    ASSERT_EQ(cudaMemcpy(direct.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dev.out.data, 0xff, bytes), cudaSuccess);
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Diagnostics captured = (*plan)->run(dev, {}, stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(captured.ok()) << captured.summary();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(replay.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(direct.data(), replay.data(), bytes), 0) << name << ": graph replay differs";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+    for (void* b : buffers) cudaFree(b);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace attnkit::testing
