@@ -5,7 +5,7 @@
 # dense grid of design §6. Logs and JSON go under $OUT; a short table is last.
 #
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
-#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,variants,bench
+#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,run,variants,bench
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
 # bench_{attnkit,torch,variants}.json and logs.tgz (every log); the caller's own
@@ -49,9 +49,12 @@ if ! skip build; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="80;90" \
     -DATTNKIT_BENCH_FA2_VARIANTS=ON \
     "${CMAKE_EXTRA[@]}" > "$LOGS/configure.log" 2>&1 || { tail -30 "$LOGS/configure.log"; exit 1; }
-  cmake --build "$BUILD" -j"$JOBS" --target test_parity test_cuda_kernels bench_fa2 > "$LOGS/build.log" 2>&1 \
+  cmake --build "$BUILD" -j"$JOBS" --target test_parity test_cuda_kernels bench_fa2 attnkit_cli > "$LOGS/build.log" 2>&1 \
     || { grep -E "error|Error" "$LOGS/build.log" | head -40; exit 1; }
   echo "build ok"
+  # The Python module is optional here: the image's Python may lack headers.
+  cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
+    && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
 fi
 
 if ! skip parity; then
@@ -92,6 +95,27 @@ if ! skip sanitizer; then
     echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
+fi
+
+if ! skip python; then
+  step "Python module on CUDA tensors (pytest) and the examples on the GPU"
+  if [[ -f "$BUILD/python/attnkit/__init__.py" ]] && ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1; then
+    PYTHONPATH="$BUILD/python" python3 -m pytest -q "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 || status=1
+    tail -3 "$LOGS/pytest.log"
+    grep -E "FAILED|Error" "$LOGS/pytest.log" | head -10
+    for ex in "dit_block.py --dtype bf16" "llm_decode.py"; do
+      PYTHONPATH="$BUILD/python" python3 "$ROOT/python/examples/"$ex 2>&1 | tail -2 || status=1
+    done
+  else
+    echo "skipped: no Python module in $BUILD/python"
+  fi
+fi
+
+if ! skip run; then
+  step "attnkit run (the main job) on this GPU"
+  "$BUILD/src/cli/attnkit" run 2>&1 | tee "$LOGS/run_default.log" || status=1
+  "$BUILD/src/cli/attnkit" run --seqlen 4096 --causal --heads 32 --kv-heads 8 --format json 2>&1 \
+    | tee "$LOGS/run_causal.json" || status=1
 fi
 
 if ! skip variants; then

@@ -55,12 +55,13 @@ std::vector<ParityCase> parity_cases() {
       add("causal_q" + std::to_string(sq) + "_k" + std::to_string(sk) + "_" + dt(t), p);
     }
   // Sliding windows.
-  for (auto [l, r] : {std::pair{32, 0}, {16, 16}, {-1, 8}, {0, 0}}) {
-    Problem p = base(100, 150, 4, 2, 64, DType::f32);
-    p.mask = MaskKind::sliding_window;
-    p.window = {l, r};
-    add("window_" + std::to_string(l + 1) + "_" + std::to_string(r + 1), p);
-  }
+  for (auto [l, r] : {std::pair{32, 0}, {16, 16}, {-1, 8}, {0, 0}})
+    for (DType t : {DType::f32, DType::bf16}) {
+      Problem p = base(100, 150, 4, 2, 64, t);
+      p.mask = MaskKind::sliding_window;
+      p.window = {l, r};
+      add("window_" + std::to_string(l + 1) + "_" + std::to_string(r + 1) + "_" + dt(t), p);
+    }
   // Softcap, sinks, LSE.
   {
     Problem p = base(127, 127, 4, 2, 64, DType::f32);
@@ -96,10 +97,12 @@ std::vector<ParityCase> parity_cases() {
     }
   // BHSD and a v head dim that differs from qk.
   {
-    Problem p = base(50, 80, 4, 2, 64, DType::f32);
-    p.layout = Layout::bhsd;
-    p.mask = MaskKind::causal;
-    add("bhsd_causal", p);
+    for (DType t : {DType::f32, DType::f16}) {
+      Problem p = base(50, 80, 4, 2, 64, t);
+      p.layout = Layout::bhsd;
+      p.mask = MaskKind::causal;
+      add("bhsd_causal_" + dt(t), p);
+    }
     Problem q = base(40, 40, 2, 2, 192, DType::bf16);
     q.head_dim_v = 128;
     add("dqk192_dv128", q);

@@ -77,7 +77,7 @@ TEST_P(CpuFlashEachIsa, ParityCasesMatchReference) {
   const auto backend = make_cpu_flash_backend({GetParam(), 2});
   const std::vector<std::string> wanted = {
       "s127_fp32_causal", "s127_bf16",       "s17_fp16_causal",  "d72_bf16",      "d80_fp32",
-      "d192_bf16",        "gqa7",            "causal_q127_k17_bf16", "window_33_1", "window_0_9", "window_1_1",
+      "d192_bf16",        "gqa7",            "causal_q127_k17_bf16", "window_33_1_fp32", "window_0_9_bf16", "window_1_1_bf16",
       "softcap_sinks_lse_bf16", "lse_empty_rows", "varlen_causal_bf16", "dqk192_dv128", "block_sparse",
       "custom_mask"};
   int ran = 0;
