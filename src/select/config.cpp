@@ -85,7 +85,7 @@ ConfigValue infer_scalar(const std::string& s) {
   return s;
 }
 
-Result<ConfigValue> from_json(const std::string& key, const nlohmann::json& j) {
+Result<ConfigValue> config_value_from_json(const std::string& key, const nlohmann::json& j) {
   if (j.is_boolean()) return ConfigValue(j.get<bool>());
   if (j.is_number_integer()) return ConfigValue(j.get<std::int64_t>());
   if (j.is_number_float()) return ConfigValue(j.get<double>());
@@ -113,7 +113,7 @@ Result<ParsedConfig> parse_json(std::string_view text, ConfigForm form) {
   ParsedConfig out{form, {}};
   Diagnostics why;
   for (const auto& [k, v] : j.items()) {
-    auto value = from_json(k, v);
+    auto value = config_value_from_json(k, v);
     if (!value) why.append(value.diagnostics());
     else out.values[k] = *value;
   }
