@@ -103,9 +103,10 @@ fi
 if ! skip python; then
   step "Python module on CUDA tensors (pytest) and the examples on the GPU"
   if [[ -f "$BUILD/python/attnkit/__init__.py" ]] && ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1; then
-    PYTHONPATH="$BUILD/python" python3 -m pytest -q "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 || status=1
-    tail -3 "$LOGS/pytest.log"
-    grep -E "FAILED|Error" "$LOGS/pytest.log" | head -10
+    PYTHONFAULTHANDLER=1 PYTHONPATH="$BUILD/python" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
+      || status=1
+    grep -E "PASSED|FAILED|SKIPPED|ERROR" "$LOGS/pytest.log" | tail -4
+    grep -E "FAILED|Error|Fatal|File .*attnkit" "$LOGS/pytest.log" | head -12
     for ex in "dit_block.py --dtype bf16" "llm_decode.py"; do
       PYTHONPATH="$BUILD/python" python3 "$ROOT/python/examples/"$ex 2>&1 | tail -2 || status=1
     done

@@ -115,8 +115,10 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
     out = _arrays.empty(q, out_shape, "fp32" if dtype == "fp32" else ("fp16" if dtype == "fp16" else "bf16"))
     lse = _arrays.empty(q, lse_shape, "fp32") if return_lse else None
     workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8") if plan.workspace_bytes else None
-    plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, workspace,
-             _arrays.current_stream(q))
+    refused = plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, workspace,
+                       _arrays.current_stream(q))
+    if refused:
+        raise AttnkitError(refused)
     _last_backend.set(plan.backend)
     return (out, lse) if return_lse else out
 

@@ -77,7 +77,9 @@ struct PyPlan {
   std::size_t workspace_bytes() const { return plan->workspace_bytes(); }
   std::string device() const { return platform.kind == PlatformKind::cuda ? "cuda" : "cpu"; }
 
-  void run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, std::optional<nb::ndarray<>> lse,
+  // Returns the refusal diagnostics (empty list: it ran); the Python layer
+  // raises them, so no C++ exception crosses this call.
+  nb::list run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, std::optional<nb::ndarray<>> lse,
            std::optional<nb::ndarray<>> sinks, std::optional<nb::ndarray<>> cu_seqlens_q,
            std::optional<nb::ndarray<>> cu_seqlens_k, std::optional<nb::ndarray<>> block_table,
            std::optional<nb::ndarray<>> seqlens_k, std::optional<nb::ndarray<>> workspace, std::uintptr_t stream) {
@@ -99,7 +101,10 @@ struct PyPlan {
       nb::gil_scoped_release release;  // CPU kernels run threads; let Python go on
       ran = plan->run(t, ws, reinterpret_cast<StreamHandle>(stream));
     }
-    if (!ran.ok()) raise(ran);
+    nb::list refused;
+    if (!ran.ok())
+      for (const Diagnostic& d : ran) refused.append(to_dict(d));
+    return refused;
   }
 };
 

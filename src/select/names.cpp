@@ -21,12 +21,19 @@ std::string normalise(std::string_view name) {
 }
 
 // The kernel of the flash family for a platform (design section 2, "Names").
-std::string flash_member(const Platform& platform) {
+// On this machine (a detected platform) an arch kernel that this binary does
+// not build gives way to the sm_80 kernel, which runs on every sm >= 80; a
+// named platform keeps the arch's own kernel, as a deployment there would.
+std::string flash_member(const Platform& platform, const Registry& registry) {
   switch (platform.kind) {
-    case PlatformKind::cuda:
-      if (platform.sm >= 90 && platform.sm < 100) return "fa3";
-      if (platform.sm >= 100 && platform.sm < 110) return "fa4";
-      return "fa2";  // sm_80..89 and sm_120 (an older arch is refused by fa2's own check)
+    case PlatformKind::cuda: {
+      std::string member = "fa2";  // sm_80..89 and sm_120 (an older arch is refused by fa2's own check)
+      if (platform.sm >= 90 && platform.sm < 100) member = "fa3";
+      if (platform.sm >= 100 && platform.sm < 110) member = "fa4";
+      const Backend* b = registry.find(member);
+      if (platform.detected && member != "fa2" && (b == nullptr || !b->capabilities().built)) member = "fa2";
+      return member;
+    }
     case PlatformKind::xpu: return "xpu_flash";
     default: return "fa";  // the modelled ROCm / MUSA / NPU entry; on the CPU its check says why not
   }
@@ -47,7 +54,7 @@ std::string g_force;
 
 std::string resolve_backend_name(std::string_view name, const Platform& platform, const Registry& registry) {
   std::string n = normalise(name);
-  if (n == "fa") n = flash_member(platform);
+  if (n == "fa") n = flash_member(platform, registry);
   else if (n == "sdpa") n = sdpa_member(platform);
   return registry.find(n) != nullptr ? registry.canonical_name(n) : std::string();
 }
