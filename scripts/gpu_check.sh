@@ -103,6 +103,10 @@ fi
 if ! skip python; then
   step "Python module on CUDA tensors (pytest) and the examples on the GPU"
   if [[ -f "$BUILD/python/attnkit/__init__.py" ]] && ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1; then
+    # The module is built by $CXX (/opt/gcc here): load that compiler's
+    # libstdc++, not the older system one Python would find first.
+    cxx_libdir="$(dirname "$("${CXX:-g++}" -print-file-name=libstdc++.so.6)")"
+    [[ "$cxx_libdir" != "." ]] && export LD_LIBRARY_PATH="$cxx_libdir:${LD_LIBRARY_PATH:-}"
     PYTHONFAULTHANDLER=1 PYTHONPATH="$BUILD/python" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
       || status=1
     grep -E "PASSED|FAILED|SKIPPED|ERROR" "$LOGS/pytest.log" | tail -4
