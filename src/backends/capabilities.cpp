@@ -1,7 +1,6 @@
 #include "attnkit/backends/capabilities.hpp"
 
 #include <algorithm>
-#include <sstream>
 
 namespace attnkit {
 namespace {
@@ -14,9 +13,9 @@ std::string join_dtypes(const DTypeSet& set) {
 }
 
 std::string join_ints(const std::vector<int>& v) {
-  std::ostringstream os;
-  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  return os.str();
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out;
 }
 
 // Suggestions for an arch mismatch of the flash family (design 2.3).

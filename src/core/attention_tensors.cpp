@@ -1,19 +1,16 @@
 #include "attnkit/core/attention_tensors.hpp"
 
 #include <cmath>
-#include <sstream>
 #include <vector>
 
 namespace attnkit {
 namespace {
 
 std::string shape_of(std::initializer_list<std::int64_t> dims) {
-  std::ostringstream os;
-  os << '[';
+  std::string out = "[";
   int i = 0;
-  for (std::int64_t d : dims) os << (i++ ? ", " : "") << d;
-  os << ']';
-  return os.str();
+  for (std::int64_t d : dims) out += (i++ ? ", " : "") + std::to_string(d);
+  return out + "]";
 }
 
 // Checks one tensor's presence, dtype, device, rank and the sizes that are known
@@ -49,14 +46,10 @@ bool check_tensor(Diagnostics& out, const TensorView& t, const Expect& e, const 
   for (int i = 0; i < rank; ++i)
     if (e.shape[i] >= 0 && t.shape[i] != e.shape[i]) shape_ok = false;
   if (!shape_ok) {
-    std::ostringstream exp;
-    exp << '[';
-    for (int i = 0; i < rank; ++i) {
-      if (i) exp << ", ";
-      if (e.shape[i] >= 0) exp << e.shape[i]; else exp << '*';
-    }
-    exp << ']';
-    out.add("AK1103", {{"name", name}, {"shape", t.shape_string()}, {"expected", exp.str()}});
+    std::string expected = "[";
+    for (int i = 0; i < rank; ++i)
+      expected += (i ? ", " : "") + (e.shape[i] >= 0 ? std::to_string(e.shape[i]) : std::string("*"));
+    out.add("AK1103", {{"name", name}, {"shape", t.shape_string()}, {"expected", expected + "]"}});
   }
   if (t.dtype != e.dtype)
     out.add("AK1104", {{"name", name},

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 
 #include "embedded_data.hpp"
@@ -152,12 +151,12 @@ bool Diagnostics::has_code(std::string_view code) const {
 }
 
 std::string Diagnostics::summary() const {
-  std::ostringstream os;
+  std::string out;
   for (std::size_t i = 0; i < items_.size(); ++i) {
-    if (i) os << '\n';
-    os << items_[i].code << " " << severity_name(items_[i].severity) << ": " << items_[i].message;
+    if (i) out += '\n';
+    out += items_[i].code + " " + std::string(severity_name(items_[i].severity)) + ": " + items_[i].message;
   }
-  return os.str();
+  return out;
 }
 
 }  // namespace attnkit

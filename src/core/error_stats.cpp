@@ -2,7 +2,7 @@
 
 #include <array>
 #include <cmath>
-#include <sstream>
+#include <fmt/format.h>
 
 namespace attnkit {
 
@@ -57,10 +57,8 @@ double rel_l2_bound(DType dtype) {
 }
 
 std::string describe(const ErrorStats& e) {
-  std::ostringstream os;
-  os << "rel_l2=" << e.rel_l2 << " max_abs=" << e.max_abs << " not_finite=" << e.not_finite
-     << " mismatched_inf=" << e.mismatched_infinities << " of " << e.count;
-  return os.str();
+  return fmt::format("rel_l2={:.3g} max_abs={:.3g} not_finite={} mismatched_inf={} of {}", e.rel_l2, e.max_abs,
+                     e.not_finite, e.mismatched_infinities, e.count);
 }
 
 }  // namespace attnkit

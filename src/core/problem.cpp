@@ -1,7 +1,7 @@
 #include "attnkit/core/problem.hpp"
 
 #include <cmath>
-#include <sstream>
+#include <fmt/format.h>
 
 namespace attnkit {
 
@@ -55,19 +55,18 @@ double Problem::flops() const {
 }
 
 std::string Problem::summary() const {
-  std::ostringstream os;
-  os << layout_name(layout) << " b" << batch << " sq" << seqlen_q << " sk" << seqlen_k << " hq"
-     << heads_q << " hkv" << heads_kv << " d" << head_dim_qk;
-  if (head_dim_v != head_dim_qk) os << "/" << head_dim_v;
-  os << " " << dtype_name(dtype);
-  if (kv_dtype && *kv_dtype != dtype) os << " kv:" << dtype_name(*kv_dtype);
-  os << " mask:" << mask_kind_name(mask);
-  if (mask == MaskKind::sliding_window) os << "(" << window.left << "," << window.right << ")";
-  if (softcap > 0) os << " softcap:" << softcap;
-  if (has_sinks) os << " sinks";
-  if (return_lse) os << " lse";
-  if (paged_kv) os << " paged:" << paged_kv->page_size;
-  return os.str();
+  std::string s = fmt::format("{} b{} sq{} sk{} hq{} hkv{} d{}", layout_name(layout), batch, seqlen_q, seqlen_k,
+                              heads_q, heads_kv, head_dim_qk);
+  if (head_dim_v != head_dim_qk) s += fmt::format("/{}", head_dim_v);
+  s += fmt::format(" {}", dtype_name(dtype));
+  if (kv_dtype && *kv_dtype != dtype) s += fmt::format(" kv:{}", dtype_name(*kv_dtype));
+  s += fmt::format(" mask:{}", mask_kind_name(mask));
+  if (mask == MaskKind::sliding_window) s += fmt::format("({},{})", window.left, window.right);
+  if (softcap > 0) s += fmt::format(" softcap:{}", softcap);
+  if (has_sinks) s += " sinks";
+  if (return_lse) s += " lse";
+  if (paged_kv) s += fmt::format(" paged:{}", paged_kv->page_size);
+  return s;
 }
 
 namespace {

@@ -1,6 +1,5 @@
 #include "attnkit/core/tensor.hpp"
 
-#include <sstream>
 
 namespace attnkit {
 
@@ -36,11 +35,9 @@ std::int64_t TensorView::span_bytes() const {
 }
 
 std::string TensorView::shape_string() const {
-  std::ostringstream os;
-  os << '[';
-  for (int i = 0; i < rank; ++i) os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
+  std::string out = "[";
+  for (int i = 0; i < rank; ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
 }
 
 TensorView make_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -28,9 +29,7 @@ std::string config_value_text(const ConfigValue& v) {
   if (const bool* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
   if (const double* d = std::get_if<double>(&v)) {
-    std::ostringstream os;
-    os << *d;
-    return os.str();
+    return fmt::format("{}", *d);
   }
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   std::string out;
@@ -224,11 +223,7 @@ std::string KeySchema::range_text() const {
     for (const auto& c : choices) out += (out.empty() ? "" : " | ") + c;
     return out;
   }
-  auto num = [](double x) {
-    std::ostringstream os;
-    os << x;
-    return os.str();
-  };
+  auto num = [](double x) { return fmt::format("{}", x); };
   if (min && max) return std::string(min_exclusive ? "(" : "[") + num(*min) + ", " + num(*max) + (max_exclusive ? ")" : "]");
   if (min) return std::string(min_exclusive ? "> " : ">= ") + num(*min);
   if (max) return std::string(max_exclusive ? "< " : "<= ") + num(*max);
