@@ -163,13 +163,11 @@ Capabilities fa2_capabilities() {
   return c;
 }
 
-class Fa2Backend final : public Backend {
+// What both CUDA backends share: their declared capabilities, one dtype for q,
+// k, v and out, and the checks that open plan().
+class CudaBackend : public Backend {
  public:
-  std::string_view name() const override { return "fa2"; }
-  std::string_view description() const override {
-    return "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async ring, exp2 online "
-           "softmax); fp16/bf16, head dims 64/96/128/192/256";
-  }
+  explicit CudaBackend(Capabilities caps) : caps_(std::move(caps)) {}
   const Capabilities& capabilities() const override { return caps_; }
 
   Diagnostics check(const Problem& p, const Platform& platform) const override {
@@ -178,10 +176,27 @@ class Fa2Backend final : public Backend {
     return out;
   }
 
-  Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
+ protected:
+  Diagnostics plan_checks(const Problem& p, const Platform& platform) const {
     Diagnostics why = validate_problem(p);
     why.append(check(p, platform));
-    if (!why.ok()) return why;
+    return why;
+  }
+
+ private:
+  Capabilities caps_;
+};
+
+class Fa2Backend final : public CudaBackend {
+ public:
+  Fa2Backend() : CudaBackend(fa2_capabilities()) {}
+  std::string_view name() const override { return "fa2"; }
+  std::string_view description() const override {
+    return "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async ring, exp2 online "
+           "softmax); fp16/bf16, head dims 64/96/128/192/256";
+  }
+  Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
+    if (Diagnostics why = plan_checks(p, platform); !why.ok()) return why;
     const Fa2Entry* entry = nullptr;
     for (const Fa2Entry& e : fa2_entries())
       if (e.info.dtype == p.dtype && e.info.head_dim == p.head_dim_qk) entry = &e;
@@ -206,9 +221,6 @@ class Fa2Backend final : public Backend {
         "fa2 kernel (" + std::string(dtype_name(p.dtype)) + ", d" + std::to_string(p.head_dim_qk) + ", " +
             std::to_string(entry->info.block_m) + "x" + std::to_string(entry->info.block_n) + " tiles)"));
   }
-
- private:
-  Capabilities caps_ = fa2_capabilities();
 };
 
 // ---- cuda_sdpa
@@ -228,25 +240,16 @@ Capabilities cuda_sdpa_capabilities() {
   return c;
 }
 
-class CudaSdpaBackend final : public Backend {
+class CudaSdpaBackend final : public CudaBackend {
  public:
+  CudaSdpaBackend() : CudaBackend(cuda_sdpa_capabilities()) {}
   std::string_view name() const override { return "cuda_sdpa"; }
   std::string_view description() const override {
     return "generic CUDA attention (fp32 arithmetic, no tensor cores): any head dim up to 256, every mask, paged "
            "KV, varlen; the CUDA path of last resort";
   }
-  const Capabilities& capabilities() const override { return caps_; }
-
-  Diagnostics check(const Problem& p, const Platform& platform) const override {
-    Diagnostics out = check_capabilities(name(), caps_, p, platform);
-    if (caps_.platforms.contains(platform.kind)) check_same_dtypes(out, name(), p);
-    return out;
-  }
-
   Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
-    Diagnostics why = validate_problem(p);
-    why.append(check(p, platform));
-    if (!why.ok()) return why;
+    if (Diagnostics why = plan_checks(p, platform); !why.ok()) return why;
     const SdpaEntry* entry = nullptr;
     for (const SdpaEntry& e : sdpa_entries())
       if (e.dtype == p.dtype) entry = &e;
@@ -259,9 +262,6 @@ class CudaSdpaBackend final : public Backend {
         p, entry->launch, static_cast<int>(dtype_size(p.dtype)),
         "cuda_sdpa kernel (" + std::string(dtype_name(p.dtype)) + ")"));
   }
-
- private:
-  Capabilities caps_ = cuda_sdpa_capabilities();
 };
 
 }  // namespace
