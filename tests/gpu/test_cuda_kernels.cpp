@@ -23,16 +23,7 @@ namespace attnkit::testing {
 namespace {
 
 Problem make(int sq, int sk, int hq, int hkv, int d, DType t, MaskKind mask = MaskKind::none) {
-  Problem p;
-  p.batch = 2;
-  p.seqlen_q = sq;
-  p.seqlen_k = sk;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.head_dim_qk = p.head_dim_v = d;
-  p.dtype = t;
-  p.mask = mask;
-  return p;
+  return make_test_problem(sq, sk, hq, hkv, d, t, mask);
 }
 
 std::vector<ParityCase> gpu_cases() {

@@ -1,9 +1,7 @@
 #include "testing/parity_cases.hpp"
 
 namespace attnkit::testing {
-namespace {
-
-Problem base(int sq, int sk, int hq, int hkv, int d, DType dtype) {
+Problem make_test_problem(int sq, int sk, int hq, int hkv, int d, DType dtype, MaskKind mask) {
   Problem p;
   p.batch = 2;
   p.seqlen_q = sq;
@@ -12,8 +10,13 @@ Problem base(int sq, int sk, int hq, int hkv, int d, DType dtype) {
   p.heads_kv = hkv;
   p.head_dim_qk = p.head_dim_v = d;
   p.dtype = dtype;
+  p.mask = mask;
   return p;
 }
+
+namespace {
+
+Problem base(int sq, int sk, int hq, int hkv, int d, DType dtype) { return make_test_problem(sq, sk, hq, hkv, d, dtype); }
 
 std::string dt(DType t) { return std::string(dtype_name(t)); }
 

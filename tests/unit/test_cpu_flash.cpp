@@ -41,17 +41,7 @@ void expect_matches_reference(const Backend& backend, HostProblemData& data, con
   }
 }
 
-Problem make(int sq, int sk, int hq, int hkv, int d, DType t) {
-  Problem p;
-  p.batch = 2;
-  p.seqlen_q = sq;
-  p.seqlen_k = sk;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.head_dim_qk = p.head_dim_v = d;
-  p.dtype = t;
-  return p;
-}
+Problem make(int sq, int sk, int hq, int hkv, int d, DType t) { return testing::make_test_problem(sq, sk, hq, hkv, d, t); }
 
 TEST(CpuFlashIsa, PortablePathAlwaysAvailable) {
   const std::vector<CpuIsa> isas = cpu_flash_isas();
