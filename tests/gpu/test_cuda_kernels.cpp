@@ -88,6 +88,7 @@ struct GpuParam {
   std::string backend;
   ParityCase c;
 };
+void PrintTo(const GpuParam& p, std::ostream* os) { *os << p.backend << "/" << p.c.name; }
 
 std::vector<GpuParam> gpu_params() {
   std::vector<GpuParam> out;
