@@ -11,6 +11,7 @@
 #include "attnkit/backends/cuda.hpp"
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
+#include "backends/cuda/device.hpp"
 #include "testing/backend_runner.hpp"
 #include "testing/error_norms.hpp"
 #include "testing/parity_cases.hpp"
@@ -155,6 +156,16 @@ TEST(CudaBackends, Fa2HeadDimsFollowTheInstanceTable) {
 }
 
 #if defined(ATTNKIT_HAS_CUDA)
+// Every CUDA return code becomes AK6001 naming the call and the CUDA error;
+// success is silent. Needs no GPU: the error strings come from the runtime.
+TEST(CudaDeviceLayer, FailedCallsBecomeCatalogedDiagnostics) {
+  EXPECT_TRUE(cuda::check_cuda(cudaSuccess, "cudaMemcpy").empty());
+  const Diagnostics d = cuda::check_cuda(cudaErrorInvalidValue, "cudaMemcpy(q)");
+  ASSERT_TRUE(d.has_code("AK6001"));
+  EXPECT_NE(d.items()[0].message.find("cudaMemcpy(q)"), std::string::npos) << d.summary();
+  EXPECT_NE(d.items()[0].message.find(cudaGetErrorString(cudaErrorInvalidValue)), std::string::npos) << d.summary();
+}
+
 // Plan::run allocates nothing and only enqueues: a CUDA graph captures it, and
 // the replay writes the same bytes as a direct run.
 TEST(CudaBackends, RunIsGraphCapturable) {
