@@ -85,11 +85,7 @@ std::vector<ParityCase> gpu_cases() {
   return c;
 }
 
-struct GpuParam {
-  std::string backend;
-  ParityCase c;
-};
-void PrintTo(const GpuParam& p, std::ostream* os) { *os << p.backend << "/" << p.c.name; }
+using GpuParam = BackendCase;
 
 std::vector<GpuParam> gpu_params() {
   std::vector<GpuParam> out;

@@ -3,7 +3,6 @@
 // A backend may refuse a case only with a declared-capability reason (AK21xx).
 #include <gtest/gtest.h>
 
-#include <map>
 
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
@@ -14,13 +13,7 @@
 namespace attnkit::testing {
 namespace {
 
-struct ParityParam {
-  std::string backend;
-  ParityCase c;
-};
-
-// gtest prints parameters of failing cases; name them instead of dumping bytes.
-void PrintTo(const ParityParam& p, std::ostream* os) { *os << p.backend << "/" << p.c.name; }
+using ParityParam = BackendCase;
 
 std::vector<ParityParam> all_params() {
   std::vector<ParityParam> params;
@@ -31,12 +24,6 @@ std::vector<ParityParam> all_params() {
     for (const ParityCase& c : cases) params.push_back({std::string(b->name()), c});
   }
   return params;
-}
-
-// How many cases each backend actually ran (not refused), checked at the end.
-std::map<std::string, int>& ran_counts() {
-  static std::map<std::string, int> counts;
-  return counts;
 }
 
 class Parity : public ::testing::TestWithParam<ParityParam> {};
@@ -61,7 +48,6 @@ TEST_P(Parity, MatchesReference) {
 
   const Diagnostics ran = run_backend(*backend, *tp.platform, *data);
   ASSERT_TRUE(ran.ok()) << ran.summary();
-  ++ran_counts()[param.backend];
 
   // The oracle, with unrounded fp64 outputs.
   Problem ref_problem = p;

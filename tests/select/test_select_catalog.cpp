@@ -210,20 +210,5 @@ TEST(SelectCatalog, EveryAK3ToAK5EntryHasATriggeringCase) {
   for (const std::string& code : covered) EXPECT_NE(find_catalog_entry(code), nullptr) << code << " is not in the catalog";
 }
 
-TEST(SelectCatalog, EntriesHaveEveryPageField) {
-  for (const CatalogEntry& e : diagnostic_catalog()) {
-    if (e.code < "AK3000" || e.code >= "AK6000") continue;
-    EXPECT_FALSE(e.title.empty()) << e.code;
-    EXPECT_FALSE(e.message.empty()) << e.code;
-    EXPECT_FALSE(e.meaning.empty()) << e.code;
-    EXPECT_FALSE(e.solutions.empty()) << e.code;
-    EXPECT_FALSE(e.example_before.empty()) << e.code;
-    EXPECT_FALSE(e.example_after.empty()) << e.code;
-    EXPECT_FALSE(e.when.empty()) << e.code;
-    EXPECT_FALSE(e.related.empty()) << e.code;
-    for (const std::string& r : e.related) EXPECT_NE(find_catalog_entry(r), nullptr) << e.code << " relates to unknown " << r;
-  }
-}
-
 }  // namespace
 }  // namespace attnkit::select

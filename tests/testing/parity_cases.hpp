@@ -1,5 +1,6 @@
 #pragma once
 // The one case list every backend is checked on against `reference`.
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,14 @@ struct ParityCase {
   Problem problem;
   ProblemDataOptions data;
 };
+
+// One backend on one case: the parameter of the value-parameterised suites.
+struct BackendCase {
+  std::string backend;
+  ParityCase c;
+};
+// gtest prints parameters of failing cases: name them instead of dumping bytes.
+inline void PrintTo(const BackendCase& p, std::ostream* os) { *os << p.backend << "/" << p.c.name; }
 
 // A batch-2 BSHD problem with one head dim for q, k and v: the shape every
 // test starts from before setting masks, layouts and features.

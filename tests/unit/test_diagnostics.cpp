@@ -25,6 +25,8 @@ TEST(Catalog, EveryEntryIsACompletePage) {
     EXPECT_FALSE(e.example_before.empty()) << e.code;
     EXPECT_FALSE(e.example_after.empty()) << e.code;
     EXPECT_FALSE(e.when.empty()) << e.code;
+    // Selection, model and parallel pages always point to their neighbours.
+    if (e.code >= "AK3000" && e.code < "AK6000") EXPECT_FALSE(e.related.empty()) << e.code;
   }
   for (const CatalogEntry& e : catalog)
     for (const std::string& r : e.related) EXPECT_TRUE(codes.count(r)) << e.code << " relates to unknown " << r;
