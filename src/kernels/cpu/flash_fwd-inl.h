@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "attnkit/core/dtype.hpp"
 #include "attnkit/core/mask.hpp"
@@ -113,6 +114,21 @@ HWY_INLINE void StoreRow(const float* HWY_RESTRICT src, int n, Elem e, void* dst
   }
 }
 
+// Calls f(std::integral_constant<int, n>) for the n in [1, kRows) rows left
+// after the full kRows blocks, so they run as one block of n rows.
+template <class F>
+HWY_INLINE void RestBlocks(int n, F&& f) {
+  static_assert(kRows <= 6, "RestBlocks covers rests of up to 5 rows");
+  switch (n) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 3: f(std::integral_constant<int, 3>()); break;
+    case 4: f(std::integral_constant<int, 4>()); break;
+    case 5: f(std::integral_constant<int, 5>()); break;
+    default: break;
+  }
+}
+
 // S^T[j][i] = sum_d K[j][d] Q^T[d][i] for kR keys and kV query vectors.
 template <int kR, int kV>
 HWY_INLINE void QkBlock(const float* HWY_RESTRICT qt, int dqk, const float* HWY_RESTRICT k, std::int64_t ks,
@@ -141,7 +157,11 @@ HWY_INLINE void QkTile(const float* qt, int dqk, const float* k, std::int64_t ks
   for (int i0 = 0; i0 < Q; i0 += step) {
     int j = 0;
     for (; j + kRows <= nk; j += kRows) QkBlock<kRows, kVecs>(qt + i0, dqk, k + j * ks, ks, st + j * Q + i0);
-    for (; j < nk; ++j) QkBlock<1, kVecs>(qt + i0, dqk, k + j * ks, ks, st + j * Q + i0);
+    // The rest (64 = 10 x 6 + 4 keys) in one block: one-row blocks ran the
+    // last 4 keys at half speed (one broadcast per kVecs FMAs, 4 FMA chains).
+    if (j < nk) RestBlocks(nk - j, [&](auto rows) {
+      QkBlock<decltype(rows)::value, kVecs>(qt + i0, dqk, k + j * ks, ks, st + j * Q + i0);
+    });
   }
 }
 
@@ -177,7 +197,9 @@ HWY_INLINE void PvTile(const float* pt, int nk, const float* v, std::int64_t vs,
     int c = 0;
     for (; c + kRows <= dv; c += kRows)
       PvBlock<kRows, kVecs>(pt + i0, nk, v + c, vs, alpha + i0, ot + c * Q + i0);
-    for (; c < dv; ++c) PvBlock<1, kVecs>(pt + i0, nk, v + c, vs, alpha + i0, ot + c * Q + i0);
+    if (c < dv) RestBlocks(dv - c, [&](auto rows) {
+      PvBlock<decltype(rows)::value, kVecs>(pt + i0, nk, v + c, vs, alpha + i0, ot + c * Q + i0);
+    });
   }
 }
 
