@@ -9,12 +9,11 @@
 #include <vector>
 
 #include "attnkit/backends/cuda.hpp"
-#include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "backends/cuda/device.hpp"
 #include "testing/backend_runner.hpp"
-#include "testing/error_norms.hpp"
 #include "testing/parity_cases.hpp"
+#include "testing/reference_check.hpp"
 
 #if defined(ATTNKIT_HAS_CUDA)
 #include <cuda_runtime.h>
@@ -111,22 +110,7 @@ TEST_P(CudaKernels, MatchesReference) {
   const Diagnostics ran = run_backend(*backend, *tp.platform, *data);
   ASSERT_TRUE(ran.ok()) << ran.summary();
 
-  Problem ref_problem = p;
-  ref_problem.out_dtype_override = DType::f64;
-  HostTensor ref_out = data->make_output(DType::f64);
-  HostTensor ref_lse = p.return_lse ? data->make_lse() : HostTensor();
-  ASSERT_TRUE(reference_attention(ref_problem, data->tensors_with_outputs(ref_out.view(), ref_lse.view())).ok());
-  const AttentionTensors t = data->tensors();
-  const ErrorStats out_err = compare(t.out, ref_out.view());
-  EXPECT_EQ(out_err.not_finite, 0) << describe(out_err);
-  EXPECT_EQ(out_err.mismatched_infinities, 0) << describe(out_err);
-  EXPECT_LE(out_err.rel_l2, rel_l2_bound(p.out_dtype())) << p.summary() << ": " << describe(out_err);
-  if (p.return_lse) {
-    const ErrorStats lse_err = compare(t.lse, ref_lse.view());
-    EXPECT_EQ(lse_err.not_finite, 0) << "LSE: " << describe(lse_err);
-    EXPECT_EQ(lse_err.mismatched_infinities, 0) << "LSE: " << describe(lse_err);
-    EXPECT_LE(lse_err.rel_l2, 1e-4) << "LSE: " << describe(lse_err);
-  }
+  expect_matches_reference(*data);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaKernels, ::testing::ValuesIn(gpu_params()),
