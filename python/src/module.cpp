@@ -61,13 +61,6 @@ std::optional<TensorView> view_of(const std::optional<nb::ndarray<>>& a, const c
   return *v;
 }
 
-std::vector<Platform> local_platforms() {
-  std::vector<Platform> out;
-  if (auto cuda = detect_cuda_platform()) out.push_back(*cuda);
-  out.push_back(detect_cpu_platform());
-  return out;
-}
-
 // A planned attention call: the backend, its platform and workspace size.
 struct PyPlan {
   std::unique_ptr<Plan> plan;
@@ -147,7 +140,7 @@ Problem make_problem(const std::string& layout, int batch, int seqlen_q, int seq
 // on this machine's GPU or CPU, matching where the data lives.
 PyPlan make_plan(const Problem& p, const std::string& backend, const std::string& device) {
   std::vector<Platform> platforms;
-  for (const Platform& pl : local_platforms())
+  for (const Platform& pl : detect_local_platforms())
     if ((device == "cuda") == (pl.kind == PlatformKind::cuda)) platforms.push_back(pl);
   if (platforms.empty())
     raise(diagnose("AK6002", {{"reason", "the arrays are on a CUDA device but no usable GPU or CUDA build was found"}}));

@@ -83,14 +83,6 @@ Result<Problem> build_problem(const RunOptions& o, ProblemDataOptions& data) {
   return p;
 }
 
-// The platforms a run may use from this machine: its GPU (if any), then its CPU.
-std::vector<Platform> local_platforms() {
-  std::vector<Platform> out;
-  if (auto cuda = detect_cuda_platform()) out.push_back(*cuda);
-  out.push_back(detect_cpu_platform());
-  return out;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -163,7 +155,7 @@ int execute(const RunOptions& o) {
   data_options.seed = o.seed;
   auto problem = build_problem(o, data_options);
   if (!problem) return print_diagnostics(problem.diagnostics(), o.format);
-  auto choice = select::select_for_call(*problem, local_platforms(), o.backend);
+  auto choice = select::select_for_call(*problem, detect_local_platforms(), o.backend);
   if (!choice) return print_diagnostics(choice.diagnostics(), o.format);
   auto plan = choice->backend->plan(*problem, choice->platform);
   if (!plan) return print_diagnostics(plan.diagnostics(), o.format);

@@ -65,6 +65,13 @@ Platform detect_local_platform() {
   return detect_cpu_platform();
 }
 
+std::vector<Platform> detect_local_platforms() {
+  std::vector<Platform> out;
+  if (auto cuda = detect_cuda_platform()) out.push_back(*cuda);
+  out.push_back(detect_cpu_platform());
+  return out;
+}
+
 Result<Platform> parse_platform(std::string_view name) {
   static constexpr std::string_view kValid =
       "cpu, cuda, cuda:sm80, cuda:sm86, cuda:sm89, cuda:sm90, cuda:sm100, cuda:sm120, rocm, xpu, musa, "

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "attnkit/core/diagnostic.hpp"
 
@@ -41,6 +42,9 @@ Platform detect_cpu_platform();
 std::optional<Platform> detect_cuda_platform();
 // CUDA when a device is present, else the CPU.
 Platform detect_local_platform();
+// Every platform this machine can run on, GPU first: where a single call may
+// go (`attnkit run`, the Python module).
+std::vector<Platform> detect_local_platforms();
 // "cpu", "cuda" (this machine's GPU), "cuda:sm80" ... , "rocm", "xpu", "musa", "mps", "npu".
 Result<Platform> parse_platform(std::string_view name);
 
