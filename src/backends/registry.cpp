@@ -42,10 +42,10 @@ std::vector<std::string> Registry::names() const {
   return out;
 }
 
-std::string Registry::nearest(std::string_view name) const {
-  std::vector<std::string> candidates = names();
-  for (const auto& [alias, canonical] : aliases_) candidates.push_back(alias);
-  return nearest_name(name, candidates);
+std::vector<std::string> Registry::aliases() const {
+  std::vector<std::string> out;
+  for (const auto& [alias, canonical] : aliases_) out.push_back(alias);
+  return out;
 }
 
 Registry& default_registry() {
@@ -57,14 +57,20 @@ Registry& default_registry() {
   return registry;
 }
 
-Result<const Backend*> find_backend(const Registry& registry, std::string_view name) {
-  if (const Backend* b = registry.find(name)) return b;
-  std::string valid;
-  for (const std::string& n : registry.names()) valid += (valid.empty() ? "" : ", ") + n;
-  const std::string near = registry.nearest(name);
+Diagnostic unknown_backend_name(std::string_view name, const std::vector<std::string>& valid) {
+  std::string listed;
+  for (const std::string& n : valid) listed += (listed.empty() ? "" : ", ") + n;
+  const std::string near = nearest_name(name, valid);
   return diagnose("AK2002", {{"name", std::string(name)},
                              {"suggestion", near.empty() ? "" : " (did you mean '" + near + "'?)"},
-                             {"valid", valid}});
+                             {"valid", listed}});
+}
+
+Result<const Backend*> find_backend(const Registry& registry, std::string_view name) {
+  if (const Backend* b = registry.find(name)) return b;
+  std::vector<std::string> valid = registry.names();
+  for (const auto& alias : registry.aliases()) valid.push_back(alias);
+  return unknown_backend_name(name, valid);
 }
 
 }  // namespace attnkit

@@ -72,11 +72,7 @@ std::vector<std::string> accepted_backend_names(const Registry& registry) {
 }
 
 Diagnostic unknown_backend(std::string_view name, const Registry& registry) {
-  const std::vector<std::string> valid = accepted_backend_names(registry);
-  const std::string near = nearest_name(name, valid);
-  return diagnose("AK2002", {{"name", std::string(name)},
-                             {"suggestion", near.empty() ? "" : " (did you mean '" + near + "'?)"},
-                             {"valid", join(valid)}});
+  return unknown_backend_name(name, accepted_backend_names(registry));
 }
 
 void set_global_force_backend(std::string name) {

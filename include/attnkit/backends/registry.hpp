@@ -21,8 +21,7 @@ class Registry {
   std::string canonical_name(std::string_view name) const;  // "" when unknown
   std::vector<const Backend*> all() const;
   std::vector<std::string> names() const;
-  // The registered name closest to `name` by edit distance ("" when none is close).
-  std::string nearest(std::string_view name) const;
+  std::vector<std::string> aliases() const;
 
  private:
   std::vector<std::unique_ptr<Backend>> backends_;
@@ -37,5 +36,8 @@ Registry& default_registry();
 // Looks up a backend by name, with the catalogued "unknown backend" diagnostic
 // (listing the valid names and the nearest) when it is not registered.
 Result<const Backend*> find_backend(const Registry& registry, std::string_view name);
+
+// AK2002 for `name`: lists `valid` and suggests the nearest of them.
+Diagnostic unknown_backend_name(std::string_view name, const std::vector<std::string>& valid);
 
 }  // namespace attnkit
