@@ -6,6 +6,8 @@
 #
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,run,variants,bench
+#   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
+#   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH (d128 s4096) with ncu
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
 # bench_{attnkit,torch,variants}.json and logs.tgz (every log); the caller's own
@@ -48,7 +50,7 @@ if ! skip build; then
   step "configure + build (-j$JOBS, sm_80 + sm_90)"
   variants=OFF; skip variants || variants=ON
   targets=(test_parity test_cuda_kernels attnkit_cli)
-  { skip variants && skip bench; } || targets+=(bench_fa2)
+  { skip variants && skip bench && [[ "${GPU_CHECK_PROFILE:-0}" != 1 ]]; } || targets+=(bench_fa2)
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="80;90" \
     -DATTNKIT_BENCH_FA2_VARIANTS=$variants \
     "${CMAKE_EXTRA[@]}" > "$LOGS/configure.log" 2>&1 || { tail -30 "$LOGS/configure.log"; exit 1; }
@@ -103,13 +105,9 @@ fi
 if ! skip python; then
   step "Python module on CUDA tensors (pytest) and the examples on the GPU"
   if [[ -f "$BUILD/python/attnkit/__init__.py" ]] && ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1; then
-    # The module is built by $CXX (/opt/gcc here): load that compiler's
-    # libstdc++, not the older system one Python would find first.
-    cxx_libdir="$(dirname "$("${CXX:-g++}" -print-file-name=libstdc++.so.6)")"
-    [[ "$cxx_libdir" != "." ]] && export LD_LIBRARY_PATH="$cxx_libdir:${LD_LIBRARY_PATH:-}"
     PYTHONFAULTHANDLER=1 PYTHONPATH="$BUILD/python" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
       || status=1
-    grep -E "PASSED|FAILED|SKIPPED|ERROR" "$LOGS/pytest.log" | tail -4
+    tail -1 "$LOGS/pytest.log"
     grep -E "FAILED|Error|Fatal|File .*attnkit" "$LOGS/pytest.log" | head -12
     for ex in "dit_block.py --dtype bf16" "llm_decode.py"; do
       PYTHONPATH="$BUILD/python" python3 "$ROOT/python/examples/"$ex 2>&1 | tail -2 || status=1
@@ -126,6 +124,21 @@ if ! skip run; then
     | tee "$LOGS/run_causal.json" || status=1
 fi
 
+if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
+  step "ncu: fa2 vs PyTorch FLASH, bf16 d128 s4096 non-causal (reports in logs.tgz)"
+  ncu --set full --import-source yes -k regex:fa2_forward --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_fa2" \
+    "$BUILD/bench/gpu/bench_fa2" --dims 128 --seqlens 4096 --iters 1 --warmup 2 > "$LOGS/ncu_fa2.log" 2>&1
+  ncu --set full -k regex:flash_fwd --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_flash" \
+    python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" --backends flash --dims 128 --seqlens 4096 --iters 1 --warmup 2 \
+    --json /dev/null > "$LOGS/ncu_flash.log" 2>&1
+  for r in fa2 flash; do
+    ncu -i "$LOGS/ncu_$r.ncu-rep" --page details > "$LOGS/ncu_${r}_details.txt" 2>&1
+    ncu -i "$LOGS/ncu_$r.ncu-rep" --page source --print-source sass --csv > "$LOGS/ncu_${r}_sass.csv" 2>&1
+    grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Local Memory" \
+      "$LOGS/ncu_${r}_details.txt" | sed "s/^/$r: /" | head -12
+  done
+fi
+
 if ! skip variants; then
   step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s4096 + s16384"
   "$BUILD/bench/gpu/bench_fa2" --variants --seqlens 4096,16384 --iters 20 --json "$OUT/bench_variants.json" \
@@ -135,8 +148,8 @@ fi
 
 if ! skip bench; then
   step "benchmark: fa2 vs PyTorch SDPA (flash, cuDNN), bf16 dense grid"
-  "$BUILD/bench/gpu/bench_fa2" --json "$OUT/bench_attnkit.json" > "$LOGS/bench_attnkit.log" 2>&1 || status=1
-  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" --json "$OUT/bench_torch.json" \
+  "$BUILD/bench/gpu/bench_fa2" ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} --json "$OUT/bench_attnkit.json" > "$LOGS/bench_attnkit.log" 2>&1 || status=1
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} --json "$OUT/bench_torch.json" \
     > "$LOGS/bench_torch.log" 2>&1 || status=1
   step "summary"
   python3 "$ROOT/bench/gpu/report.py" --attnkit "$OUT/bench_attnkit.json" --torch "$OUT/bench_torch.json" \
