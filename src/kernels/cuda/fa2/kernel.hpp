@@ -43,17 +43,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   const int n_begin = first.lo / kBlockN;
   const int n_end = last.hi > first.lo ? (last.hi + kBlockN - 1) / kBlockN : n_begin;
 
-  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  const int warp = threadIdx.x >> 5;
   constexpr int kM = Traits::kMTiles;
   const int warp_row0 = m0 + warp * Traits::kWarpRows;
   const T* sQ_warp = sQ + warp * Traits::kWarpRows * Traits::kPitch;
-  KeyRange my_rows[kM][2];
-#pragma unroll
-  for (int m = 0; m < kM; ++m)
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      my_rows[m][r] =
-          visible_keys(warp_row0 + 16 * m + g + 8 * r, span.q_len, span.k_len, p.window_left, p.window_right);
 
   const bool has_sink = p.sinks != nullptr;
   const float sink_log2 = has_sink ? p.sinks[tile.head * p.sinks_stride] * kLog2e : 0.0f;
@@ -70,11 +63,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   std::uint32_t q_regs[kM][Traits::kQInRegisters ? Traits::kKSteps : 1][4];
 
   // ---- prologue: Q and the first kStages-1 key tiles in flight (one commit group each)
+  const TileLoader<Traits, kBlockN> k_loader(k_base, k_rows.row_stride);
+  const TileLoader<Traits, kBlockN> v_loader(v_base, v_rows.row_stride);
   auto load_kv = [&](int n, int stage) {
-    load_tile_async<Traits>(sK(stage), k_base, k_rows.row_stride, n * kBlockN, kBlockN, span.k_len);
-    load_tile_async<Traits>(sV(stage), v_base, v_rows.row_stride, n * kBlockN, kBlockN, span.k_len);
+    k_loader.load(sK(stage), n * kBlockN, span.k_len);
+    v_loader.load(sV(stage), n * kBlockN, span.k_len);
   };
-  load_tile_async<Traits>(sQ, q_base, q_rows.row_stride, m0, kBlockM, span.q_len);
+  TileLoader<Traits, kBlockM>(q_base, q_rows.row_stride).load(sQ, m0, span.q_len);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (n_begin + s < n_end) load_kv(n_begin + s, s);
@@ -103,7 +98,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     // Interior tiles (every row sees every key) skip the per-element mask.
     const int key0 = n * kBlockN;
     const bool interior = last.lo <= key0 && first.hi >= key0 + kBlockN;
-    if (!interior) Mainloop::apply_mask(s, key0, my_rows);
+    if (!interior) Mainloop::apply_mask(s, key0, warp_row0, span.q_len, span.k_len, p.window_left, p.window_right);
     Mainloop::online_softmax(s, o, st, capped ? 1.0f : p.scale_log2);
     Mainloop::pv(o, s, sV(it % kStages));
   }

@@ -12,20 +12,62 @@
 
 namespace attnkit::cuda {
 
-// Copies `rows` rows of a (batch, head) slice into shared memory with
-// cp.async; rows at or past `valid_rows` are zero-filled (never read).
-template <class Traits>
-__device__ __forceinline__ void load_tile_async(typename Traits::T* smem, const typename Traits::T* gmem,
-                                                std::int64_t row_stride, int row0, int rows, int valid_rows) {
-  const int chunks = rows * Traits::kChunksPerRow;
-  for (int c = threadIdx.x; c < chunks; c += Traits::kThreads) {
-    const int r = c / Traits::kChunksPerRow;
-    const int col = (c % Traits::kChunksPerRow) * 8;
-    const bool valid = row0 + r < valid_rows;
-    const typename Traits::T* src = valid ? gmem + (row0 + r) * row_stride + col : gmem;
-    cp_async_16(smem + r * Traits::kPitch + col, src, valid);
+// Copies kRows rows of one (batch, head) slice into shared memory with
+// cp.async, 16 bytes per thread and pass. Each thread owns one 16-byte column
+// chunk of rows r, r + kRowsPerPass, ...: its global offset within a tile and
+// its shared-memory offset are computed once per kernel, so a tile costs one
+// pointer update and the cp.async instructions (a per-chunk divide and 64-bit
+// multiply had been a third of all instructions at d128, per ncu). Rows at or
+// past `valid_rows` (the sequence end; only the last tile) are zero-filled and
+// never read from global memory.
+template <class Traits, int kRows>
+struct TileLoader {
+  using T = typename Traits::T;
+  static constexpr int kChunks = Traits::kChunksPerRow;
+  static constexpr int kRowsPerPass = Traits::kThreads / kChunks;  // d96/d192 leave a few threads idle
+  static constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kRowsPerPass >= 1, "one CTA must cover at least one whole row per pass");
+
+  const T* thread_src;        // slice base + (this thread's row) * row_stride + its column
+  std::int64_t row_stride;    // elements
+  int row;                    // this thread's first row within a tile
+  int smem_offset;            // elements, into a tile buffer
+  bool active;                // kThreads % kChunks leftover threads copy nothing
+
+  __device__ __forceinline__ TileLoader(const T* slice, std::int64_t row_stride_) : row_stride(row_stride_) {
+    const int tid = static_cast<int>(threadIdx.x);
+    row = tid / kChunks;
+    const int col = (tid % kChunks) * 8;
+    active = row < kRowsPerPass;
+    thread_src = slice + row * row_stride + col;
+    smem_offset = row * Traits::kPitch + col;
   }
-}
+
+  // Rows [row0, row0 + kRows) of the slice into `smem`.
+  __device__ __forceinline__ void load(T* smem, int row0, int valid_rows) const {
+    if (!active) return;
+    const T* src = thread_src + row0 * row_stride;
+    const std::int64_t pass_stride = kRowsPerPass * row_stride;
+    T* dst = smem + smem_offset;
+    if (row0 + kRows <= valid_rows) {  // every row exists (all but a sequence's last tile)
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i)
+        if (kRows % kRowsPerPass == 0 || row + i * kRowsPerPass < kRows)
+          cp_async_16(dst + i * kRowsPerPass * Traits::kPitch, src + i * pass_stride, true);
+    } else {
+      // A skipped chunk still names an address: the tile's first row, which
+      // exists (the caller only loads tiles that start inside the sequence).
+      const T* first_row = src - (row * row_stride + smem_offset % Traits::kPitch);
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int r = row + i * kRowsPerPass;
+        const bool valid = row0 + r < valid_rows;
+        if (kRows % kRowsPerPass == 0 || r < kRows)
+          cp_async_16(dst + i * kRowsPerPass * Traits::kPitch, valid ? src + i * pass_stride : first_row, valid);
+      }
+    }
+  }
+};
 
 // Per-thread softmax state for the two rows it holds (g and g + 8).
 struct OnlineSoftmax {
@@ -124,20 +166,26 @@ struct Fa2Mainloop {
   }
 
   // Hides keys outside each row's visible range [lo, hi) (causal / window /
-  // sequence end). `key0` is the tile's first key; rows[m][r] is the range of
-  // this thread's row g + 8r of strip m.
-  static __device__ __forceinline__ void apply_mask(SFrag& s, int key0, const KeyRange (&rows)[kM][2]) {
-    const int t = threadIdx.x & 3;
+  // sequence end). `key0` is the tile's first key, `warp_row0` this warp's
+  // first query row. The ranges are recomputed here, on the few boundary
+  // tiles, rather than kept live across the key loop: at d128 those 16
+  // registers were what spilled.
+  static __device__ __forceinline__ void apply_mask(SFrag& s, int key0, int warp_row0, int q_len, int k_len,
+                                                    int window_left, int window_right) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
-      for (int nt = 0; nt < kSTiles; ++nt)
+      for (int r = 0; r < 2; ++r) {
+        const KeyRange keys = visible_keys(warp_row0 + 16 * m + g + 8 * r, q_len, k_len, window_left, window_right);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = key0 + nt * 8 + 2 * t + (e & 1);
-          const KeyRange& r = rows[m][e >> 1];
-          if (j < r.lo || j >= r.hi) s[m][nt][e] = -INFINITY;
-        }
+        for (int nt = 0; nt < kSTiles; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int j = key0 + nt * 8 + 2 * t + c;
+            if (j < keys.lo || j >= keys.hi) s[m][nt][2 * r + c] = -INFINITY;
+          }
+      }
   }
 
   // With x = c * s (c = score_scale > 0, x in log2 units):
