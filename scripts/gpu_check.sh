@@ -7,7 +7,8 @@
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
-#   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH (d128 s4096) with ncu
+#   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
+#     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096)
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
 # bench_{attnkit,torch,variants}.json and logs.tgz (every log); the caller's own
@@ -125,11 +126,12 @@ if ! skip run; then
 fi
 
 if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
-  step "ncu: fa2 vs PyTorch FLASH, bf16 d128 s4096 non-causal (reports in logs.tgz)"
+  pd="${GPU_CHECK_PROFILE_DIM:-128}" ps="${GPU_CHECK_PROFILE_SEQLEN:-4096}"
+  step "ncu: fa2 vs PyTorch FLASH, bf16 d$pd s$ps non-causal (reports in logs.tgz)"
   ncu --set full --import-source yes -k regex:fa2_forward --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_fa2" \
-    "$BUILD/bench/gpu/bench_fa2" --dims 128 --seqlens 4096 --iters 1 --warmup 2 > "$LOGS/ncu_fa2.log" 2>&1
+    "$BUILD/bench/gpu/bench_fa2" --dims "$pd" --seqlens "$ps" --iters 1 --warmup 2 > "$LOGS/ncu_fa2.log" 2>&1
   ncu --set full -k regex:flash_fwd --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_flash" \
-    python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" --backends flash --dims 128 --seqlens 4096 --iters 1 --warmup 2 \
+    python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" --backends flash --dims "$pd" --seqlens "$ps" --iters 1 --warmup 2 \
     --json /dev/null > "$LOGS/ncu_flash.log" 2>&1
   for r in fa2 flash; do
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page details > "$LOGS/ncu_${r}_details.txt" 2>&1

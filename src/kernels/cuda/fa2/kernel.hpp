@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   const int warp = threadIdx.x >> 5;
   constexpr int kM = Traits::kMTiles;
   const int warp_row0 = m0 + warp * Traits::kWarpRows;
-  const T* sQ_warp = sQ + warp * Traits::kWarpRows * Traits::kPitch;
+  T* sQ_warp = sQ + warp * Traits::kWarpRows * Traits::kPitch;
 
   const bool has_sink = p.sinks != nullptr;
   const float sink_log2 = has_sink ? p.sinks[tile.head * p.sinks_stride] * kLog2e : 0.0f;
@@ -63,13 +63,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   std::uint32_t q_regs[kM][Traits::kQInRegisters ? Traits::kKSteps : 1][4];
 
   // ---- prologue: Q and the first kStages-1 key tiles in flight (one commit group each)
-  const TileLoader<Traits, kBlockN> k_loader(k_base, k_rows.row_stride);
-  const TileLoader<Traits, kBlockN> v_loader(v_base, v_rows.row_stride);
+  const TileLoader<Traits, kBlockN> k_loader{k_base, k_rows.row_stride};
+  const TileLoader<Traits, kBlockN> v_loader{v_base, v_rows.row_stride};
   auto load_kv = [&](int n, int stage) {
     k_loader.load(sK(stage), n * kBlockN, span.k_len);
     v_loader.load(sV(stage), n * kBlockN, span.k_len);
   };
-  TileLoader<Traits, kBlockM>(q_base, q_rows.row_stride).load(sQ, m0, span.q_len);
+  TileLoader<Traits, kBlockM>{q_base, q_rows.row_stride}.load(sQ, m0, span.q_len);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (n_begin + s < n_end) load_kv(n_begin + s, s);
@@ -103,13 +103,16 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     Mainloop::pv(o, s, sV(it % kStages));
   }
   cp_async_wait<0>();
+  // The epilogue reuses each warp's Q rows as staging; other threads' Q copies
+  // must have landed (a block that saw no key tile never passed the loop's barrier).
+  __syncthreads();
 
   // ---- epilogue
   const std::int64_t lse_offset = p.layout == Layout::thd
                                       ? tile.head * p.lse_strides[0] + span.q_offset * p.lse_strides[1]
                                       : tile.batch * p.lse_strides[0] + tile.head * p.lse_strides[1];
   const std::int64_t lse_row_stride = p.layout == Layout::thd ? p.lse_strides[1] : p.lse_strides[2];
-  Fa2Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, static_cast<T*>(p.out) + o_rows.offset,
+  Fa2Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, sQ_warp, static_cast<T*>(p.out) + o_rows.offset,
                              o_rows.row_stride, warp_row0, span.q_len, lse_offset, lse_row_stride);
 }
 

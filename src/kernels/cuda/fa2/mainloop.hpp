@@ -14,9 +14,8 @@ namespace attnkit::cuda {
 
 // Copies kRows rows of one (batch, head) slice into shared memory with
 // cp.async, 16 bytes per thread and pass. Each thread owns one 16-byte column
-// chunk of rows r, r + kRowsPerPass, ...: its global offset within a tile and
-// its shared-memory offset are computed once per kernel, so a tile costs one
-// pointer update and the cp.async instructions (a per-chunk divide and 64-bit
+// chunk of rows r, r + kRowsPerPass, ...: a tile costs a few address ops and
+// the cp.async instructions (a per-chunk divide and 64-bit
 // multiply had been a third of all instructions at d128, per ncu). Rows at or
 // past `valid_rows` (the sequence end; only the last tile) are zero-filled and
 // never read from global memory.
@@ -26,44 +25,38 @@ struct TileLoader {
   static constexpr int kChunks = Traits::kChunksPerRow;
   static constexpr int kRowsPerPass = Traits::kThreads / kChunks;  // d96/d192 leave a few threads idle
   static constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static constexpr bool kSomeThreadsIdle = Traits::kThreads % kChunks != 0;
   static_assert(kRowsPerPass >= 1, "one CTA must cover at least one whole row per pass");
 
-  const T* thread_src;        // slice base + (this thread's row) * row_stride + its column
-  std::int64_t row_stride;    // elements
-  int row;                    // this thread's first row within a tile
-  int smem_offset;            // elements, into a tile buffer
-  bool active;                // kThreads % kChunks leftover threads copy nothing
+  // Only the slice pointer and its row stride stay live across the key loop
+  // (registers are the d128 kernel's limit); the thread's row and column are
+  // re-derived from threadIdx per tile, a few integer ops.
+  const T* slice;
+  std::int64_t row_stride;  // elements
 
-  __device__ __forceinline__ TileLoader(const T* slice, std::int64_t row_stride_) : row_stride(row_stride_) {
-    const int tid = static_cast<int>(threadIdx.x);
-    row = tid / kChunks;
-    const int col = (tid % kChunks) * 8;
-    active = row < kRowsPerPass;
-    thread_src = slice + row * row_stride + col;
-    smem_offset = row * Traits::kPitch + col;
-  }
+  static __device__ __forceinline__ int thread_row() { return static_cast<int>(threadIdx.x) / kChunks; }
+  static __device__ __forceinline__ int thread_col() { return (static_cast<int>(threadIdx.x) % kChunks) * 8; }
 
   // Rows [row0, row0 + kRows) of the slice into `smem`.
   __device__ __forceinline__ void load(T* smem, int row0, int valid_rows) const {
-    if (!active) return;
-    const T* src = thread_src + row0 * row_stride;
+    const int row = thread_row(), col = thread_col();
+    if (kSomeThreadsIdle && row >= kRowsPerPass) return;
+    const T* tile = slice + row0 * row_stride;  // the tile's first row, which exists
+    const T* src = tile + row * row_stride + col;
     const std::int64_t pass_stride = kRowsPerPass * row_stride;
-    T* dst = smem + smem_offset;
+    T* dst = smem + row * Traits::kPitch + col;
     if (row0 + kRows <= valid_rows) {  // every row exists (all but a sequence's last tile)
 #pragma unroll
       for (int i = 0; i < kPasses; ++i)
         if (kRows % kRowsPerPass == 0 || row + i * kRowsPerPass < kRows)
           cp_async_16(dst + i * kRowsPerPass * Traits::kPitch, src + i * pass_stride, true);
     } else {
-      // A skipped chunk still names an address: the tile's first row, which
-      // exists (the caller only loads tiles that start inside the sequence).
-      const T* first_row = src - (row * row_stride + smem_offset % Traits::kPitch);
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = row + i * kRowsPerPass;
         const bool valid = row0 + r < valid_rows;
-        if (kRows % kRowsPerPass == 0 || r < kRows)
-          cp_async_16(dst + i * kRowsPerPass * Traits::kPitch, valid ? src + i * pass_stride : first_row, valid);
+        if (kRows % kRowsPerPass == 0 || r < kRows)  // a skipped chunk still names an existing address
+          cp_async_16(dst + i * kRowsPerPass * Traits::kPitch, valid ? src + i * pass_stride : tile, valid);
       }
     }
   }
