@@ -81,8 +81,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     const int it = n - n_begin;
     cp_async_wait<kStages - 2>();  // tile n (and Q) landed for this thread...
     __syncthreads();               // ...and for all; tile n-1's buffer is free again
-    if (n + kStages - 1 < n_end) load_kv(n + kStages - 1, (it + kStages - 1) % kStages);
-    cp_async_commit();
+    // Tile n+kStages-1 goes into the buffer tile n-1 left (free since the
+    // barrier): K now, V after this tile's Q K^T, so the copies interleave
+    // with math instead of queueing behind each other (ncu showed warps
+    // waiting to reuse cp.async address registers when all were issued at once).
+    const bool prefetch = n + kStages - 1 < n_end;
+    const int prefetch_stage = (it + kStages - 1) % kStages;
+    if (prefetch) k_loader.load(sK(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
     if constexpr (Traits::kQInRegisters) {
       if (it == 0)
 #pragma unroll
@@ -93,6 +98,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
 
     float s[kM][Traits::kSTiles][4];
     Mainloop::qk(s, q_regs, sQ_warp, sK(it % kStages));
+    if (prefetch) v_loader.load(sV(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
+    cp_async_commit();  // one group per iteration, empty or not: the wait above counts groups
     const bool capped = p.softcap_log2 > 0.0f;  // uniform: one branch, not a select per score
     if (capped) Mainloop::apply_softcap(s, p);
     // Interior tiles (every row sees every key) skip the per-element mask.
