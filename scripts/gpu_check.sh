@@ -5,7 +5,7 @@
 # dense grid of design §6. Logs and JSON go under $OUT; a short table is last.
 #
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
-#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,run,variants,bench
+#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096)
@@ -115,6 +115,24 @@ if ! skip python; then
     done
   else
     echo "skipped: no Python module in $BUILD/python"
+  fi
+fi
+
+if ! skip wheel; then
+  # What a user does on a CUDA machine: `pip install .` (scikit-build-core,
+  # the image's own nanobind and torch: no network), then the same tests
+  # against the installed package instead of the build tree.
+  step "pip install . on this CUDA machine, tests against the installed package"
+  site=/tmp/attnkit-site
+  rm -rf "$site"
+  if CMAKE_PREFIX_PATH="${P:-}" SKBUILD_CMAKE_DEFINE="CMAKE_CUDA_ARCHITECTURES=90" \
+      python3 -m pip install --no-build-isolation --no-deps --target "$site" -v "$ROOT" > "$LOGS/pip_install.log" 2>&1; then
+    (cd /tmp && PYTHONPATH="$site" python3 -c 'import attnkit; print("installed:", attnkit.__file__)' \
+      && PYTHONPATH="$site" python3 -m pytest -q -p no:cacheprovider "$ROOT/python/tests" > "$LOGS/pytest_installed.log" 2>&1) \
+      || status=1
+    tail -1 "$LOGS/pytest_installed.log"
+  else
+    echo "pip install . FAILED:"; grep -E "rror|not found|No module" "$LOGS/pip_install.log" | head -15; status=1
   fi
 fi
 
