@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -153,6 +154,35 @@ int main(int argc, char** argv) {
     return make_view(data, DType::bf16, {p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk}, Device{DeviceKind::cuda, 0});
   };
 
+  bool variant_mismatch = false;
+#if defined(ATTNKIT_BENCH_FA2_VARIANTS)
+  void* out_shipped = nullptr;
+  if (variants) BENCH_CUDA(cudaMalloc(&out_shipped, kElems * 2));
+  // rel_l2(variant - shipped) over the whole output of problem `p`, input set 0.
+  auto relative_difference_to_shipped = [&](const Problem& p, const cuda::AttnParams& variant_params,
+                                            const bench::Fa2Variant& var) {
+    auto shipped = (*backend)->plan(p, *platform);
+    if (!shipped) return 1.0;
+    AttentionTensors t;
+    t.q = view_for(p, q[0]);
+    t.k = view_for(p, k[0]);
+    t.v = view_for(p, v[0]);
+    t.out = view_for(p, out_shipped);
+    if (!(*shipped)->run(t, {}, stream).ok() || var.launch(variant_params, stream) != 0) return 1.0;
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    std::vector<std::uint16_t> a(kElems), b(kElems);
+    BENCH_CUDA(cudaMemcpy(a.data(), out, kElems * 2, cudaMemcpyDeviceToHost));
+    BENCH_CUDA(cudaMemcpy(b.data(), out_shipped, kElems * 2, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (std::int64_t i = 0; i < kElems; ++i) {
+      const double x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+      num += (x - y) * (x - y);
+      den += y * y;
+    }
+    return den > 0 ? std::sqrt(num / den) : (num > 0 ? 1.0 : 0.0);
+  };
+#endif
+
   if (variants) {
 #if !defined(ATTNKIT_BENCH_FA2_VARIANTS)
     std::fprintf(stderr, "--variants: configure with -DATTNKIT_BENCH_FA2_VARIANTS=ON\n");
@@ -183,6 +213,12 @@ int main(int argc, char** argv) {
             }
           });
           record(var.name, p, ms);
+          // A faster variant is only news if it computes the same thing: compare its
+          // output with the shipped kernel's on the same inputs.
+          const double diff = relative_difference_to_shipped(p, params[0], var);
+          std::printf("%-16s vs shipped fa2: rel_l2 %.2e%s\n", var.name.c_str(), diff,
+                      diff < 1e-2 ? "" : "  MISMATCH");
+          if (!(diff < 1e-2)) variant_mismatch = true;
         }
     }
     dims.clear();  // the variants replace the backend grid
@@ -228,6 +264,9 @@ int main(int argc, char** argv) {
   for (auto& e : ev) cudaEventDestroy(e);
   for (int s = 0; s < kSets; ++s) cudaFree(q[s]), cudaFree(k[s]), cudaFree(v[s]);
   cudaFree(out);
+#if defined(ATTNKIT_BENCH_FA2_VARIANTS)
+  cudaFree(out_shipped);
+#endif
   cudaStreamDestroy(stream);
-  return 0;
+  return variant_mismatch ? 1 : 0;
 }

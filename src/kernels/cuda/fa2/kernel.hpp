@@ -70,17 +70,28 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     v_loader.load(sV(stage), n * kBlockN, span.k_len);
   };
   TileLoader<Traits, kBlockM>{q_base, q_rows.row_stride}.load(sQ, m0, span.q_len);
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (n_begin + s < n_end) load_kv(n_begin + s, s);
+  if constexpr (Traits::kSplitKvWait) {  // groups: {Q, K0}, {V0}
+    if (n_begin < n_end) k_loader.load(sK(0), n_begin * kBlockN, span.k_len);
     cp_async_commit();
+    if (n_begin < n_end) v_loader.load(sV(0), n_begin * kBlockN, span.k_len);
+    cp_async_commit();
+  } else {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (n_begin + s < n_end) load_kv(n_begin + s, s);
+      cp_async_commit();
+    }
   }
 
   // ---- mainloop over key tiles
   for (int n = n_begin; n < n_end; ++n) {
     const int it = n - n_begin;
-    cp_async_wait<kStages - 2>();  // tile n (and Q) landed for this thread...
-    __syncthreads();               // ...and for all; tile n-1's buffer is free again
+    if constexpr (Traits::kSplitKvWait) {
+      cp_async_wait<1>();  // K(n) (and Q) landed; V(n), the newest group, may still be in flight
+    } else {
+      cp_async_wait<kStages - 2>();  // tile n (and Q) landed for this thread...
+    }
+    __syncthreads();  // ...and for all; tile n-1's buffers are free again
     // Tile n+kStages-1 goes into the buffer tile n-1 left (free since the
     // barrier): K now, V after this tile's Q K^T, so the copies interleave
     // with math instead of queueing behind each other (ncu showed warps
@@ -88,6 +99,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     const bool prefetch = n + kStages - 1 < n_end;
     const int prefetch_stage = (it + kStages - 1) % kStages;
     if (prefetch) k_loader.load(sK(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
+    if constexpr (Traits::kSplitKvWait) cp_async_commit();  // group K(n+1)
     if constexpr (Traits::kQInRegisters) {
       if (it == 0)
 #pragma unroll
@@ -98,8 +110,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
 
     float s[kM][Traits::kSTiles][4];
     Mainloop::qk(s, q_regs, sQ_warp, sK(it % kStages));
+    if constexpr (Traits::kSplitKvWait) {
+      cp_async_wait<1>();  // V(n) landed; K(n+1), the newest group, may still be in flight
+      __syncthreads();
+    }
     if (prefetch) v_loader.load(sV(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
-    cp_async_commit();  // one group per iteration, empty or not: the wait above counts groups
+    cp_async_commit();  // one group per tile (two when split), empty or not: the waits count groups
     const bool capped = p.softcap_log2 > 0.0f;  // uniform: one branch, not a select per score
     if (capped) Mainloop::apply_softcap(s, p);
     // Interior tiles (every row sees every key) skip the per-element mask.

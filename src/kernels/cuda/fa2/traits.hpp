@@ -13,7 +13,7 @@
 namespace attnkit::cuda {
 
 template <class T_, int HeadDim, int MTiles, int BlockN, int Warps, int Stages, bool QInRegisters, int MinBlocks,
-          bool Prefetch = true>
+          bool Prefetch = true, bool SplitKvWait = false>
 struct Fa2Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDim = HeadDim;
@@ -29,6 +29,10 @@ struct Fa2Traits {
   // Software pipelining of fragment loads: the ldmatrix for mma step i+1 is
   // issued before the mmas of step i, so shared-memory latency overlaps math.
   static constexpr bool kPrefetch = Prefetch;
+  // K and V of a tile in separate cp.async groups, each waited for where it is
+  // first read (FlashAttention-2's order): Q K^T of the first tile starts when
+  // Q and K have landed, at the price of a second barrier per key tile.
+  static constexpr bool kSplitKvWait = SplitKvWait;
 
   // Shared rows are padded by 16 bytes: the 8 row addresses of one ldmatrix
   // then fall in 8 different 16-byte bank groups (no conflicts, no swizzle).
@@ -56,6 +60,7 @@ struct Fa2Traits {
   static_assert(MTiles * (kHeadDim / 2 + kBlockN / 2) <= 200, "O + S accumulators would not fit in 255 registers");
   static_assert(MinBlocks >= 1 && MinBlocks * kSmemBytesPerCta() <= 228 * 1024,
                 "the occupancy target does not fit in the 228 KB of shared memory per SM");
+  static_assert(!kSplitKvWait || kStages == 2, "split K/V waits are written for a two-stage ring");
   static_assert(kStages >= 2 && kStages <= 4,
                 "a ring of 2..4 K+V buffers: the next tiles load while this one computes");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_80/sm_90");
