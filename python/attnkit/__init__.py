@@ -70,7 +70,7 @@ def last_backend():
 
 
 def _register_torch_ops():
-    """Registers torch.ops.attnkit.attention once torch is loaded."""
+    """Registers the torch.ops.attnkit custom ops once torch is loaded."""
     if "attnkit.torch_ops" not in sys.modules:
         from . import torch_ops  # noqa: F401
 

@@ -125,6 +125,29 @@ def test_custom_op_replays_in_a_cuda_graph():
         assert torch.equal(out, attnkit.attention(q, k, v, causal=True))
 
 
+def test_paged_decode_op_replays_in_a_cuda_graph():
+    # The decode step engines capture: new cache lengths are written into the
+    # captured tensors between replays.
+    page, hkv, d = 16, 2, 128
+    k_cache, v_cache = randn(12, page, hkv, d, seed=1), randn(12, page, hkv, d, seed=2)
+    table = torch.tensor([[3, 7, 1, 0], [10, 2, 0, 0]], dtype=torch.int32, device="cuda")
+    seqlens = torch.tensor([50, 20], dtype=torch.int32, device="cuda")
+    q = randn(2, 1, 8, d, seed=3)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.ops.attnkit.attention_with_kvcache(q, k_cache, v_cache, seqlens, table, True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch.ops.attnkit.attention_with_kvcache(q, k_cache, v_cache, seqlens, table, True)
+    for lens in ([51, 21], [60, 33]):
+        seqlens.copy_(torch.tensor(lens, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, attnkit.attention_with_kvcache(q, k_cache, v_cache, seqlens, table))
+
+
 def test_inside_torch_compile_with_inductor():
     q, k, v = randn(1, 128, 8, 64, seed=1), randn(1, 128, 8, 64, seed=2), randn(1, 128, 8, 64, seed=3)
 

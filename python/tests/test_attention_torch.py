@@ -66,3 +66,36 @@ def test_inside_torch_compile():
 
     compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
     assert rel(compiled(q, k, v), block(q, k, v)) < 1e-6
+
+
+def test_varlen_op_passes_opcheck_and_compiles():
+    lens_q, lens_k = [5, 0, 20], [9, 4, 20]
+    cu_q = torch.tensor([0, 5, 5, 25], dtype=torch.int32)
+    cu_k = torch.tensor([0, 9, 13, 33], dtype=torch.int32)
+    q, k, v = torch.randn(sum(lens_q), 4, 64), torch.randn(sum(lens_k), 2, 64), torch.randn(sum(lens_k), 2, 64)
+    args = (q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), True)
+    out = torch.ops.attnkit.attention_varlen(*args)
+    for b in range(3):
+        if lens_q[b]:
+            qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
+            assert rel(out[qs], sdpa_ref(q[None, qs], k[None, ks], v[None, ks], True)[0]) < 1e-5
+    torch.library.opcheck(torch.ops.attnkit.attention_varlen.default, args)
+    compiled = torch.compile(lambda *a: torch.ops.attnkit.attention_varlen(*a) * 2.0, fullgraph=True,
+                             backend="aot_eager")
+    assert rel(compiled(*args), out * 2.0) < 1e-6
+
+
+def test_kvcache_op_passes_opcheck_and_compiles():
+    page, hkv, d = 16, 2, 64
+    k_cache, v_cache = torch.randn(12, page, hkv, d), torch.randn(12, page, hkv, d)
+    table = torch.tensor([[3, 7, 1, 0], [10, 2, 0, 0]], dtype=torch.int32)
+    seqlens = torch.tensor([50, 20], dtype=torch.int32)
+    q = torch.randn(2, 1, 8, d)
+    sinks = torch.randn(8)
+    args = (q, k_cache, v_cache, seqlens, table, True, -1, -1, 0.0, None, sinks)
+    out = torch.ops.attnkit.attention_with_kvcache(*args)
+    assert rel(out, attnkit.attention_with_kvcache(q, k_cache, v_cache, seqlens, table, sinks=sinks)) == 0.0
+    torch.library.opcheck(torch.ops.attnkit.attention_with_kvcache.default, args)
+    compiled = torch.compile(lambda *a: torch.ops.attnkit.attention_with_kvcache(*a) + 1.0, fullgraph=True,
+                             backend="aot_eager")
+    assert rel(compiled(*args), out + 1.0) < 1e-6
