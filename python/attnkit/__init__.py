@@ -21,8 +21,8 @@ from ._attnkit import make_problem as _make_problem
 from ._attnkit import plan as _plan
 from ._errors import AttnkitError
 
-__all__ = ["attention", "attention_varlen", "attention_with_kvcache", "force_backend", "backends", "explain",
-           "check", "select", "AttnkitError", "last_backend"]
+__all__ = ["attention", "attention_varlen", "attention_with_kvcache", "scaled_dot_product_attention", "force_backend",
+           "backends", "explain", "check", "select", "AttnkitError", "last_backend"]
 
 _plans = {}
 _last_backend = contextvars.ContextVar("attnkit_last_backend", default=None)
@@ -83,17 +83,23 @@ def _error(code, message, solutions):
     return AttnkitError([{"code": code, "severity": "error", "message": message, "solutions": solutions}])
 
 
-def _shape(x, rank, name):
+_LAYOUT_HINTS = {
+    "bshd": "flash-attention layout: q, k, v are [batch, seqlen, heads, head_dim]",
+    "thd": "packed layout: q, k, v are [total_tokens, heads, head_dim]",
+    "bhsd": "SDPA layout: query, key, value are [batch, heads, seqlen, head_dim]",
+}
+
+
+def _shape(x, rank, name, layout=None):
     if len(x.shape) != rank:
-        raise _error("AK1102", f"tensor '{name}' has rank {len(x.shape)}, expected {rank}",
-                     ["flash-attention layout: q, k, v are [batch, seqlen, heads, head_dim]"
-                      if rank == 4 else "packed layout: q, k, v are [total_tokens, heads, head_dim]"])
+        hint = _LAYOUT_HINTS[layout or ("bshd" if rank == 4 else "thd")]
+        raise _error("AK1102", f"tensor '{name}' has rank {len(x.shape)}, expected {rank}", [hint])
     return tuple(int(s) for s in x.shape)
 
 
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
-         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None):
+         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, out=None):
     if _arrays.framework(q) == "torch":
         _register_torch_ops()
     dtype = _arrays.dtype_name(q)
@@ -112,7 +118,8 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
                                 bool(return_lse), page_size)
         plan = _plan(problem, requested, device)
         _plans[key] = plan
-    out = _arrays.empty(q, out_shape, "fp32" if dtype == "fp32" else ("fp16" if dtype == "fp16" else "bf16"))
+    if out is None:
+        out = _arrays.empty(q, out_shape, "fp32" if dtype == "fp32" else ("fp16" if dtype == "fp16" else "bf16"))
     lse = _arrays.empty(q, lse_shape, "fp32") if return_lse else None
     workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8") if plan.workspace_bytes else None
     refused = plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, workspace,
@@ -169,3 +176,54 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, c
                 window_size=window_size, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
                 return_lse=return_lse, backend=backend, page_size=page_size, block_table=block_table,
                 seqlens_k=cache_seqlens)
+
+
+def _unsupported(argument, reason, fixes):
+    return _error("AK1011", f"scaled_dot_product_attention: {argument} is not supported ({reason})", fixes)
+
+
+def _sdpa(query, key, value, is_causal, scale, backend):
+    """[b, h, s, d] in, a contiguous [b, h, sq, dv] out: the kernels read and write
+    the same memory through [b, s, h, d] views (strides, no copies)."""
+    b, hq, sq, _ = _shape(query, 4, "query", "bhsd")
+    _, hkv, sk, _ = _shape(key, 4, "key", "bhsd")
+    dv = int(value.shape[-1])
+    if is_causal and sq != sk:
+        raise _unsupported("is_causal with seq_q != seq_k", "PyTorch aligns that mask top-left, attnkit bottom-right",
+                           ["pass equal query and key lengths, or call attnkit.attention(q, k, v, causal=True) on "
+                            "[batch, seq, heads, dim] views if bottom-right alignment (flash-attn's) is what you mean"])
+    dtype = _arrays.dtype_name(query)
+    out = _arrays.empty(query, (b, hq, sq, dv), "fp32" if dtype == "fp32" else ("fp16" if dtype == "fp16" else "bf16"))
+    q, k, v, o = (x.swapaxes(1, 2) for x in (query, key, value, out))
+    _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, out_shape=None,
+         lse_shape=None, causal=is_causal, window_size=None, softcap=0.0, softmax_scale=scale, sinks=None,
+         return_lse=False, backend=backend, out=o)
+    return out
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False, *, backend="auto"):
+    """A drop-in for torch.nn.functional.scaled_dot_product_attention at inference:
+    the same arguments and [batch, heads, seqlen, head_dim] layout, a contiguous result.
+
+        F.scaled_dot_product_attention = attnkit.scaled_dot_product_attention   # e.g. in a model's module
+
+    Fewer key/value heads than query heads (GQA) work with or without enable_gqa.
+    Refused with AK1011: attn_mask (use attnkit.attention's causal / window_size),
+    dropout_p > 0, and is_causal when seq_q != seq_k (PyTorch aligns that mask
+    top-left; attnkit aligns bottom-right, like flash-attn). Torch tensors go
+    through torch.ops.attnkit.scaled_dot_product_attention, so torch.compile
+    and CUDA graphs see one op."""
+    if attn_mask is not None:
+        raise _unsupported("attn_mask", "arbitrary masks are not part of the SDPA drop-in",
+                           ["express the mask as is_causal, or call attnkit.attention with causal=True or "
+                            "window_size=(left, right) on [batch, seq, heads, dim] views"])
+    if dropout_p:
+        raise _unsupported(f"dropout_p={dropout_p}", "attnkit is an inference library",
+                           ["pass dropout_p=0.0 (the model in eval mode)"])
+    if _arrays.framework(query) == "torch":
+        _register_torch_ops()
+        import torch
+        return torch.ops.attnkit.scaled_dot_product_attention(query, key, value, bool(is_causal),
+                                                              None if scale is None else float(scale), backend)
+    return _sdpa(query, key, value, bool(is_causal), scale, backend)

@@ -5,6 +5,7 @@ is already loaded, else on the first torch call.
     torch.ops.attnkit.attention(q, k, v, causal, ...)                       # [b, s, h, d]
     torch.ops.attnkit.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal, ...)   # packed
     torch.ops.attnkit.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal, ...)
+    torch.ops.attnkit.scaled_dot_product_attention(query, key, value, is_causal, scale, backend)  # [b, h, s, d]
 
 Each takes the keyword options of the Python functions as trailing arguments
 (window_left, window_right, softcap, softmax_scale, sinks, backend) and
@@ -66,3 +67,16 @@ def _attention_with_kvcache_fake(q, k_cache, v_cache, cache_seqlens, block_table
                                  window_right=-1, softcap=0.0, softmax_scale=None, sinks=None, backend="auto"):
     # out is [b, sq, hq, dv] in q's dtype.
     return q.new_empty((*q.shape[:-1], v_cache.shape[-1]))
+
+
+@torch.library.custom_op("attnkit::scaled_dot_product_attention", mutates_args=())
+def scaled_dot_product_attention_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                    is_causal: bool = False, scale: Optional[float] = None,
+                                    backend: str = "auto") -> torch.Tensor:
+    return attnkit._sdpa(query, key, value, is_causal, scale, backend)
+
+
+@scaled_dot_product_attention_op.register_fake
+def _scaled_dot_product_attention_fake(query, key, value, is_causal=False, scale=None, backend="auto"):
+    # out is [b, hq, sq, dv], contiguous, in query's dtype.
+    return query.new_empty((*query.shape[:-1], value.shape[-1]))

@@ -158,6 +158,16 @@ def test_inside_torch_compile_with_inductor():
     assert rel_l2(host(compiled(q, k, v)), host(block(q, k, v))) < 1e-2
 
 
+def test_sdpa_drop_in_on_cuda():
+    import torch.nn.functional as F
+    q, k, v = randn(2, 16, 500, 128, seed=1), randn(2, 4, 500, 128, seed=2), randn(2, 4, 500, 128, seed=3)
+    out = attnkit.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True, enable_gqa=True)
+    assert out.is_cuda and out.is_contiguous() and out.dtype == torch.bfloat16
+    assert attnkit.last_backend() in CUDA_BACKENDS
+    assert rel_l2(host(out), expected.cpu().numpy()) < 1e-2
+
+
 @pytest.mark.parametrize(
     "make, code",
     [

@@ -167,3 +167,24 @@ def test_select_returns_decisions_or_raises():
     with pytest.raises(attnkit.AttnkitError) as e:
         attnkit.select(model="minimax-h3", platform="cuda:sm90", ring_degree=2, attention_backend="sdpa")
     assert e.value.code.startswith("AK")
+
+
+@pytest.mark.parametrize("hq,hkv,causal", [(4, 4, False), (8, 2, True)])
+def test_sdpa_drop_in_takes_bhsd(hq, hkv, causal):
+    q, k, v = randn(2, hq, 33, 64), randn(2, hkv, 33, 64), randn(2, hkv, 33, 64)
+    out = attnkit.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.2)
+    ref, _ = attention_ref(q.swapaxes(1, 2), k.swapaxes(1, 2), v.swapaxes(1, 2), causal=causal, scale=0.2)
+    assert out.shape == (2, hq, 33, 64) and out.flags["C_CONTIGUOUS"]
+    assert rel_l2(out, ref.swapaxes(1, 2)) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "kwargs, what",
+    [({"attn_mask": np.ones((5, 5), bool)}, "attn_mask"), ({"dropout_p": 0.1}, "dropout_p"),
+     ({"is_causal": True, "sq": 4}, "is_causal with seq_q != seq_k")],
+)
+def test_sdpa_drop_in_refuses_what_it_would_compute_differently(kwargs, what):
+    sq = kwargs.pop("sq", 5)
+    q, k = randn(1, 2, sq, 32), randn(1, 2, 5, 32)
+    error = expect_refused("AK1011", attnkit.scaled_dot_product_attention, q, k, k, **kwargs)
+    assert what in str(error)

@@ -99,3 +99,20 @@ def test_kvcache_op_passes_opcheck_and_compiles():
     compiled = torch.compile(lambda *a: torch.ops.attnkit.attention_with_kvcache(*a) + 1.0, fullgraph=True,
                              backend="aot_eager")
     assert rel(compiled(*args), out + 1.0) < 1e-6
+
+
+@pytest.mark.parametrize("causal,gqa", [(False, False), (True, True)])
+def test_sdpa_drop_in_matches_torch_and_compiles(causal, gqa):
+    import torch.nn.functional as F
+    q = torch.randn(2, 8, 70, 64)
+    k = torch.randn(2, 2 if gqa else 8, 70, 64)
+    v = torch.randn(2, 2 if gqa else 8, 70, 64)
+    out = attnkit.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal, enable_gqa=gqa)
+    assert out.shape == expected.shape and out.is_contiguous()
+    assert rel(out, expected) < 1e-5
+    torch.library.opcheck(torch.ops.attnkit.scaled_dot_product_attention.default, (q, k, v, causal, None, "auto"))
+    compiled = torch.compile(lambda q, k, v: attnkit.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                                    enable_gqa=gqa) * 2.0,
+                             fullgraph=True, backend="aot_eager")
+    assert rel(compiled(q, k, v), out * 2.0) < 1e-6
