@@ -87,34 +87,68 @@ _LAYOUT_HINTS = {
     "bshd": "flash-attention layout: q, k, v are [batch, seqlen, heads, head_dim]",
     "thd": "packed layout: q, k, v are [total_tokens, heads, head_dim]",
     "bhsd": "SDPA layout: query, key, value are [batch, heads, seqlen, head_dim]",
+    "cu_seqlens": "cu_seqlens_q / cu_seqlens_k are int32 [batch + 1] prefix sums",
+    "block_table": "block_table is int32 [batch, max_pages]",
 }
 
 
-def _shape(x, rank, name, layout=None):
+def _require_array(x, name):
+    if x is None:
+        raise _error("AK1101", f"tensor '{name}' is required: got None", [f"pass {name} as a numpy, torch or cupy array"])
+    if not (hasattr(x, "__dlpack__") and hasattr(x, "shape") and hasattr(x, "dtype")):
+        raise _error("AK1112", f"'{name}' is a {type(x).__name__}, not an array",
+                     ["pass a numpy, torch or cupy array (anything with __dlpack__); convert lists with numpy.asarray"])
+
+
+def _options(window_size, softcap, softmax_scale):
+    """(left, right, softcap, scale) as numbers, or the catalogued refusal of a value that is not one."""
+    try:
+        left, right = (-1, -1) if window_size is None else (int(window_size[0]), int(window_size[1]))
+        if len(window_size or ()) not in (0, 2):
+            raise ValueError
+    except (TypeError, ValueError, IndexError):
+        raise _error("AK1004", f"window_size={window_size!r} is not a pair of integers",
+                     ["pass window_size=(left, right), with -1 for an unbounded side"]) from None
+    try:
+        softcap = float(softcap)
+    except (TypeError, ValueError):
+        raise _error("AK1005", f"softcap={softcap!r} is not a number", ["pass 0.0 (off) or a positive float"]) from None
+    try:
+        scale = None if softmax_scale is None else float(softmax_scale)
+    except (TypeError, ValueError):
+        raise _error("AK1006", f"softmax_scale={softmax_scale!r} is not a number",
+                     ["pass None (1/sqrt(head_dim)) or a positive float"]) from None
+    return left, right, softcap, scale
+
+
+def _shape(x, rank, name, layout):
+    _require_array(x, name)
     if len(x.shape) != rank:
-        hint = _LAYOUT_HINTS[layout or ("bshd" if rank == 4 else "thd")]
-        raise _error("AK1102", f"tensor '{name}' has rank {len(x.shape)}, expected {rank}", [hint])
+        raise _error("AK1102", f"tensor '{name}' has rank {len(x.shape)}, expected {rank}", [_LAYOUT_HINTS[layout]])
     return tuple(int(s) for s in x.shape)
 
 
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
          cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, out=None):
+    for name, x in (("v", v), ("sinks", sinks), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                    ("block_table", block_table), ("cache_seqlens", seqlens_k)):
+        if x is not None or name == "v":
+            _require_array(x, name)
     if _arrays.framework(q) == "torch":
         _register_torch_ops()
     dtype = _arrays.dtype_name(q)
     device = _arrays.device_kind(q)
     requested = backend
-    left, right = (int(window_size[0]), int(window_size[1])) if window_size is not None else (-1, -1)
+    left, right, softcap, softmax_scale = _options(window_size, softcap, softmax_scale)
     head_dim_qk, head_dim_v = int(q.shape[-1]), int(v.shape[-1])
     key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, bool(causal),
-           left, right, float(softcap), softmax_scale, sinks is not None, bool(return_lse), page_size,
+           left, right, softcap, softmax_scale, sinks is not None, bool(return_lse), page_size,
            requested, _global_force() if requested == "auto" else "", device)
     plan = _plans.get(key)
     if plan is None:
         problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,
-                                dtype, bool(causal), (left, right), float(softcap),
-                                None if softmax_scale is None else float(softmax_scale), sinks is not None,
+                                dtype, bool(causal), (left, right), softcap, softmax_scale, sinks is not None,
                                 bool(return_lse), page_size)
         plan = _plan(problem, requested, device)
         _plans[key] = plan
@@ -139,9 +173,9 @@ def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softm
     softcap > 0 applies softcap * tanh(s / softcap); sinks is a float32 [heads_q]
     logit per head; return_lse also returns the float32 natural-log LSE [batch, heads, seqlen_q].
     """
-    b, sq, hq, _ = _shape(q, 4, "q")
-    bk, sk, hkv, _ = _shape(k, 4, "k")
-    dv = int(v.shape[-1])
+    b, sq, hq, _ = _shape(q, 4, "q", "bshd")
+    _, sk, hkv, _ = _shape(k, 4, "k", "bshd")
+    dv = _shape(v, 4, "v", "bshd")[-1]
     return _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv,
                 out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend)
@@ -152,10 +186,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                      backend="auto"):
     """Attention over packed sequences: q [total_q, heads, dim], k/v [total_k, kv_heads, dim],
     int32 cu_seqlens of length batch + 1 (empty sequences allowed). LSE is [heads, total_q]."""
-    tq, hq, _ = _shape(q, 3, "q")
-    _, hkv, _ = _shape(k, 3, "k")
-    dv = int(v.shape[-1])
-    batch = int(cu_seqlens_q.shape[0]) - 1
+    tq, hq, _ = _shape(q, 3, "q", "thd")
+    _, hkv, _ = _shape(k, 3, "k", "thd")
+    dv = _shape(v, 3, "v", "thd")[-1]
+    batch = _shape(cu_seqlens_q, 1, "cu_seqlens_q", "cu_seqlens")[0] - 1
     return _run("thd", q, k, v, batch=batch, seqlen_q=int(max_seqlen_q), seqlen_k=int(max_seqlen_k), heads_q=hq,
                 heads_kv=hkv, out_shape=(tq, hq, dv), lse_shape=(hq, tq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
@@ -167,10 +201,10 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, c
     """Decode / chunked prefill over a paged KV cache: q [batch, seqlen_q, heads, dim],
     caches [num_pages, page_size, kv_heads, dim], int32 cache_seqlens [batch] and
     block_table [batch, max_pages]. Causal aligns the queries with the last cached keys."""
-    b, sq, hq, _ = _shape(q, 4, "q")
-    _, page_size, hkv, _ = _shape(k_cache, 4, "k_cache")
-    dv = int(v_cache.shape[-1])
-    max_pages = int(block_table.shape[1])
+    b, sq, hq, _ = _shape(q, 4, "q", "bshd")
+    _, page_size, hkv, _ = _shape(k_cache, 4, "k_cache", "bshd")
+    dv = _shape(v_cache, 4, "v_cache", "bshd")[-1]
+    max_pages = _shape(block_table, 2, "block_table", "block_table")[1]
     return _run("bshd", q, k_cache, v_cache, batch=b, seqlen_q=sq, seqlen_k=max_pages * page_size, heads_q=hq,
                 heads_kv=hkv, out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal,
                 window_size=window_size, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
@@ -187,7 +221,7 @@ def _sdpa(query, key, value, is_causal, scale, backend):
     the same memory through [b, s, h, d] views (strides, no copies)."""
     b, hq, sq, _ = _shape(query, 4, "query", "bhsd")
     _, hkv, sk, _ = _shape(key, 4, "key", "bhsd")
-    dv = int(value.shape[-1])
+    dv = _shape(value, 4, "value", "bhsd")[-1]
     if is_causal and sq != sk:
         raise _unsupported("is_causal with seq_q != seq_k", "PyTorch aligns that mask top-left, attnkit bottom-right",
                            ["pass equal query and key lengths, or call attnkit.attention(q, k, v, causal=True) on "

@@ -188,3 +188,20 @@ def test_sdpa_drop_in_refuses_what_it_would_compute_differently(kwargs, what):
     q, k = randn(1, 2, sq, 32), randn(1, 2, 5, 32)
     error = expect_refused("AK1011", attnkit.scaled_dot_product_attention, q, k, k, **kwargs)
     assert what in str(error)
+
+
+@pytest.mark.parametrize(
+    "call, code",
+    [
+        (lambda q: attnkit.attention([[1.0]], q, q), "AK1112"),  # a list is not an array
+        (lambda q: attnkit.attention(q, None, q), "AK1101"),
+        (lambda q: attnkit.attention(q, q, q, window_size="wide"), "AK1004"),
+        (lambda q: attnkit.attention(q, q, q, softcap="soft"), "AK1005"),
+        (lambda q: attnkit.attention(q, q, q, softmax_scale=[0.1]), "AK1006"),
+        (lambda q: attnkit.attention(q, q, q, sinks=[0.0, 0.0]), "AK1112"),
+        (lambda q: attnkit.attention_varlen(q[0], q[0], q[0], [0, 4], [0, 4], 4, 4), "AK1112"),
+        (lambda q: attnkit.attention_with_kvcache(q, q, q, np.array([4], np.int32), np.array([0], np.int32)), "AK1102"),
+    ],
+)
+def test_python_arguments_of_the_wrong_kind_are_catalogued(call, code):
+    expect_refused(code, call, randn(1, 4, 2, 32))
