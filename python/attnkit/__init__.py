@@ -121,6 +121,11 @@ def _options(window_size, softcap, softmax_scale):
     return left, right, softcap, scale
 
 
+def _output_dtype(dtype):
+    """The output's attnkit dtype for inputs of `dtype`: the same 16-bit type, else fp32."""
+    return dtype if dtype in ("fp32", "fp16") else "bf16"
+
+
 def _shape(x, rank, name, layout):
     _require_array(x, name)
     if len(x.shape) != rank:
@@ -131,9 +136,9 @@ def _shape(x, rank, name, layout):
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
          cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, out=None):
-    for name, x in (("v", v), ("sinks", sinks), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+    for name, x in (("sinks", sinks), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                     ("block_table", block_table), ("cache_seqlens", seqlens_k)):
-        if x is not None or name == "v":
+        if x is not None:  # q, k, v were checked by the caller's _shape
             _require_array(x, name)
     if _arrays.framework(q) == "torch":
         _register_torch_ops()
@@ -153,7 +158,7 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
         plan = _plan(problem, requested, device)
         _plans[key] = plan
     if out is None:
-        out = _arrays.empty(q, out_shape, "fp32" if dtype == "fp32" else ("fp16" if dtype == "fp16" else "bf16"))
+        out = _arrays.empty(q, out_shape, _output_dtype(dtype))
     lse = _arrays.empty(q, lse_shape, "fp32") if return_lse else None
     workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8") if plan.workspace_bytes else None
     refused = plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, workspace,
@@ -227,7 +232,7 @@ def _sdpa(query, key, value, is_causal, scale, backend):
                            ["pass equal query and key lengths, or call attnkit.attention(q, k, v, causal=True) on "
                             "[batch, seq, heads, dim] views if bottom-right alignment (flash-attn's) is what you mean"])
     dtype = _arrays.dtype_name(query)
-    out = _arrays.empty(query, (b, hq, sq, dv), "fp32" if dtype == "fp32" else ("fp16" if dtype == "fp16" else "bf16"))
+    out = _arrays.empty(query, (b, hq, sq, dv), _output_dtype(dtype))
     q, k, v, o = (x.swapaxes(1, 2) for x in (query, key, value, out))
     _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, out_shape=None,
          lse_shape=None, causal=is_causal, window_size=None, softcap=0.0, softmax_scale=scale, sinks=None,
