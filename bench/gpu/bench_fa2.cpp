@@ -11,11 +11,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -25,6 +25,7 @@
 #include "fa2_variants.hpp"
 #include "kernels/cuda/params.hpp"
 #include "attnkit/core/dtype.hpp"
+#include "attnkit/core/error_stats.hpp"
 #include "attnkit/platform/platform.hpp"
 
 using namespace attnkit;
@@ -158,28 +159,24 @@ int main(int argc, char** argv) {
 #if defined(ATTNKIT_BENCH_FA2_VARIANTS)
   void* out_shipped = nullptr;
   if (variants) BENCH_CUDA(cudaMalloc(&out_shipped, kElems * 2));
-  // rel_l2(variant - shipped) over the whole output of problem `p`, input set 0.
-  auto relative_difference_to_shipped = [&](const Problem& p, const cuda::AttnParams& variant_params,
-                                            const bench::Fa2Variant& var) {
+  // The variant's output against the shipped kernel's, problem `p`, input set 0.
+  auto compare_to_shipped = [&](const Problem& p, const cuda::AttnParams& variant_params,
+                                const bench::Fa2Variant& var) -> std::optional<ErrorStats> {
     auto shipped = (*backend)->plan(p, *platform);
-    if (!shipped) return 1.0;
+    if (!shipped) return std::nullopt;
     AttentionTensors t;
     t.q = view_for(p, q[0]);
     t.k = view_for(p, k[0]);
     t.v = view_for(p, v[0]);
     t.out = view_for(p, out_shipped);
-    if (!(*shipped)->run(t, {}, stream).ok() || var.launch(variant_params, stream) != 0) return 1.0;
+    if (!(*shipped)->run(t, {}, stream).ok() || var.launch(variant_params, stream) != 0) return std::nullopt;
     BENCH_CUDA(cudaStreamSynchronize(stream));
-    std::vector<std::uint16_t> a(kElems), b(kElems);
-    BENCH_CUDA(cudaMemcpy(a.data(), out, kElems * 2, cudaMemcpyDeviceToHost));
-    BENCH_CUDA(cudaMemcpy(b.data(), out_shipped, kElems * 2, cudaMemcpyDeviceToHost));
-    double num = 0, den = 0;
-    for (std::int64_t i = 0; i < kElems; ++i) {
-      const double x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
-      num += (x - y) * (x - y);
-      den += y * y;
-    }
-    return den > 0 ? std::sqrt(num / den) : (num > 0 ? 1.0 : 0.0);
+    std::vector<std::uint16_t> got(kElems), expected(kElems);
+    BENCH_CUDA(cudaMemcpy(got.data(), out, kElems * 2, cudaMemcpyDeviceToHost));
+    BENCH_CUDA(cudaMemcpy(expected.data(), out_shipped, kElems * 2, cudaMemcpyDeviceToHost));
+    const Device host{DeviceKind::cpu, 0};
+    return compare_outputs(make_view(got.data(), DType::bf16, {kElems}, host),
+                           make_view(expected.data(), DType::bf16, {kElems}, host));
   };
 #endif
 
@@ -215,10 +212,11 @@ int main(int argc, char** argv) {
           record(var.name, p, ms);
           // A faster variant is only news if it computes the same thing: compare its
           // output with the shipped kernel's on the same inputs.
-          const double diff = relative_difference_to_shipped(p, params[0], var);
-          std::printf("%-16s vs shipped fa2: rel_l2 %.2e%s\n", var.name.c_str(), diff,
-                      diff < 1e-2 ? "" : "  MISMATCH");
-          if (!(diff < 1e-2)) variant_mismatch = true;
+          const std::optional<ErrorStats> e = compare_to_shipped(p, params[0], var);
+          const bool same = e && e->clean() && e->rel_l2 < rel_l2_bound(DType::bf16);
+          std::printf("%-16s vs shipped fa2: %s%s\n", var.name.c_str(),
+                      e ? describe(*e).c_str() : "could not run both", same ? "" : "  MISMATCH");
+          if (!same) variant_mismatch = true;
         }
     }
     dims.clear();  // the variants replace the backend grid
