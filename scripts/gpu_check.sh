@@ -7,6 +7,7 @@
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
+#   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096)
 #
@@ -175,8 +176,9 @@ if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
 fi
 
 if ! skip variants; then
-  step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s4096 + s16384"
-  "$BUILD/bench/gpu/bench_fa2" --variants --seqlens 4096,16384 --iters 20 --json "$OUT/bench_variants.json" \
+  vseq="${GPU_CHECK_VARIANT_SEQLENS:-1024,4096,16384}"
+  step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s$vseq"
+  "$BUILD/bench/gpu/bench_fa2" --variants --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
 fi

@@ -70,10 +70,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     v_loader.load(sV(stage), n * kBlockN, span.k_len);
   };
   TileLoader<Traits, kBlockM>{q_base, q_rows.row_stride}.load(sQ, m0, span.q_len);
-  if constexpr (Traits::kSplitKvWait) {  // groups: {Q, K0}, {V0}
+  if constexpr (Traits::kSingleBuffered) {  // group {Q, K(first)}
     if (n_begin < n_end) k_loader.load(sK(0), n_begin * kBlockN, span.k_len);
-    cp_async_commit();
-    if (n_begin < n_end) v_loader.load(sV(0), n_begin * kBlockN, span.k_len);
     cp_async_commit();
   } else {
 #pragma unroll
@@ -86,20 +84,41 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   // ---- mainloop over key tiles
   for (int n = n_begin; n < n_end; ++n) {
     const int it = n - n_begin;
-    if constexpr (Traits::kSplitKvWait) {
-      cp_async_wait<1>();  // K(n) (and Q) landed; V(n), the newest group, may still be in flight
+    const int stage = it % kStages;
+    const bool prefetch = n + kStages - 1 < n_end;  // ring: tile n+kStages-1 exists
+    const int prefetch_stage = (it + kStages - 1) % kStages;
+    // Spread the next tile's K and V copies over this tile's Q K^T when that
+    // tile is whole (a sequence's last tile takes the bounds-checked path).
+    const bool spread = Traits::kSpreadCopies && prefetch && (n + kStages) * kBlockN <= span.k_len;
+    auto copy_share = [&](int ks) {
+      if constexpr (Traits::kSpreadCopies) {
+        constexpr int kPasses = TileLoader<Traits, kBlockN>::kPasses, kTotal = 2 * kPasses;
+        constexpr int kSteps = Traits::kKSteps;
+        if (!spread) return;
+        const int row0 = (n + kStages - 1) * kBlockN;
+#pragma unroll
+        for (int j = ks * kTotal / kSteps; j < (ks + 1) * kTotal / kSteps; ++j) {
+          if (j < kPasses)
+            k_loader.load_pass(sK(prefetch_stage), row0, j);
+          else
+            v_loader.load_pass(sV(prefetch_stage), row0, j - kPasses);
+        }
+      }
+    };
+    if constexpr (Traits::kSingleBuffered) {
+      cp_async_wait<0>();  // K(n) (and Q) landed for this thread...
+      __syncthreads();     // ...and for all; every warp is done with V(n-1)
+      v_loader.load(sV(0), n * kBlockN, span.k_len);
+      cp_async_commit();
     } else {
       cp_async_wait<kStages - 2>();  // tile n (and Q) landed for this thread...
+      __syncthreads();               // ...and for all; tile n-1's buffers are free again
+      // Tile n+kStages-1 goes into the buffer tile n-1 left: K now, V after
+      // this tile's Q K^T, so the copies interleave with math instead of
+      // queueing behind each other (ncu showed warps waiting to reuse
+      // cp.async address registers when all were issued at once).
+      if (prefetch && !spread) k_loader.load(sK(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
     }
-    __syncthreads();  // ...and for all; tile n-1's buffers are free again
-    // Tile n+kStages-1 goes into the buffer tile n-1 left (free since the
-    // barrier): K now, V after this tile's Q K^T, so the copies interleave
-    // with math instead of queueing behind each other (ncu showed warps
-    // waiting to reuse cp.async address registers when all were issued at once).
-    const bool prefetch = n + kStages - 1 < n_end;
-    const int prefetch_stage = (it + kStages - 1) % kStages;
-    if (prefetch) k_loader.load(sK(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
-    if constexpr (Traits::kSplitKvWait) cp_async_commit();  // group K(n+1)
     if constexpr (Traits::kQInRegisters) {
       if (it == 0)
 #pragma unroll
@@ -109,13 +128,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     }
 
     float s[kM][Traits::kSTiles][4];
-    Mainloop::qk(s, q_regs, sQ_warp, sK(it % kStages));
-    if constexpr (Traits::kSplitKvWait) {
-      cp_async_wait<1>();  // V(n) landed; K(n+1), the newest group, may still be in flight
-      __syncthreads();
+    Mainloop::qk(s, q_regs, sQ_warp, sK(stage), copy_share);
+    if constexpr (Traits::kSingleBuffered) {
+      cp_async_wait<0>();  // V(n) landed for this thread...
+      __syncthreads();     // ...and for all; every warp is done with K(n)
+      if (n + 1 < n_end) k_loader.load(sK(0), (n + 1) * kBlockN, span.k_len);
+    } else {
+      if (prefetch && !spread) v_loader.load(sV(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
     }
-    if (prefetch) v_loader.load(sV(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
-    cp_async_commit();  // one group per tile (two when split), empty or not: the waits count groups
+    cp_async_commit();  // one group per tile, empty or not: the waits count groups
     const bool capped = p.softcap_log2 > 0.0f;  // uniform: one branch, not a select per score
     if (capped) Mainloop::apply_softcap(s, p);
     // Interior tiles (every row sees every key) skip the per-element mask.
@@ -123,7 +144,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     const bool interior = last.lo <= key0 && first.hi >= key0 + kBlockN;
     if (!interior) Mainloop::apply_mask(s, key0, warp_row0, span.q_len, span.k_len, p.window_left, p.window_right);
     Mainloop::online_softmax(s, o, st, capped ? 1.0f : p.scale_log2);
-    Mainloop::pv(o, s, sV(it % kStages));
+    Mainloop::pv(o, s, sV(stage));
   }
   cp_async_wait<0>();
   // The epilogue reuses each warp's Q rows as staging; other threads' Q copies

@@ -37,6 +37,17 @@ struct TileLoader {
   static __device__ __forceinline__ int thread_row() { return static_cast<int>(threadIdx.x) / kChunks; }
   static __device__ __forceinline__ int thread_col() { return (static_cast<int>(threadIdx.x) % kChunks) * 8; }
 
+  // Pass i (rows row0 + thread_row() + i * kRowsPerPass) of a tile whose rows
+  // all exist: one cp.async per thread, so a tile's copies can be spread over
+  // the math of the tile before it.
+  __device__ __forceinline__ void load_pass(T* smem, int row0, int i) const {
+    const int row = thread_row(), col = thread_col();
+    if (kSomeThreadsIdle && row >= kRowsPerPass) return;
+    const int r = row + i * kRowsPerPass;
+    if (kRows % kRowsPerPass == 0 || r < kRows)
+      cp_async_16(smem + r * Traits::kPitch + col, slice + (row0 + r) * row_stride + col, true);
+  }
+
   // Rows [row0, row0 + kRows) of the slice into `smem`.
   __device__ __forceinline__ void load(T* smem, int row0, int valid_rows) const {
     const int row = thread_row(), col = thread_col();
@@ -89,17 +100,23 @@ struct Fa2Mainloop {
 
   // S[strip][16 x kBlockN] = Q K^T for the tile in sK (fp32 accumulators). Each
   // K fragment loaded from shared memory feeds one mma per row strip.
-  template <class QFrag>
-  static __device__ __forceinline__ void qk(SFrag& s, const QFrag& q_regs, const T* sQ_warp, const T* sK) {
+  // `after_step(ks)` runs after the mmas of k-step ks (the kernel issues its
+  // share of the next tile's copies there).
+  template <class QFrag, class AfterStep>
+  static __device__ __forceinline__ void qk(SFrag& s, const QFrag& q_regs, const T* sQ_warp, const T* sK,
+                                            AfterStep&& after_step) {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt) s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.0f;
     const int mi = lane_matrix();
-    // Flattened steps i = (k-step ks, pair of n8 tiles np); two fragment buffers.
-    constexpr int kPairs = kSTiles / 2, kSteps = Traits::kKSteps * kPairs;
+    // Flattened steps i = (k-step ks, pair of n8 tiles np). K fragments for
+    // step i + D are loaded before the mmas of step i (a ring of D + 1
+    // buffers); the Q fragment of a k-step is loaded with its first K step.
+    constexpr int kPairs = kSTiles / 2, kSteps = Traits::kKSteps * kPairs, D = Traits::kPrefetchDistance;
+    static_assert(D <= kPairs, "at most the current and the next k-step's Q fragments are live");
     std::uint32_t a[2][kM][4];
-    std::uint32_t b[2][4];
+    std::uint32_t b[D + 1][4];
     auto load_a = [&](std::uint32_t (&dst)[kM][4], int ks) {
 #pragma unroll
       for (int m = 0; m < kM; ++m) {
@@ -112,12 +129,13 @@ struct Fa2Mainloop {
       }
     };
     // matrices: (keys nt, k lo), (keys nt, k hi), (keys nt+1, k lo), (keys nt+1, k hi)
-    auto load_b = [&](std::uint32_t (&dst)[4], int i) {
+    auto load_step = [&](int i) {
       const int ks = i / kPairs, nt = 2 * (i % kPairs);
-      ldmatrix_x4(dst, sK + (nt * 8 + (mi >> 1) * 8 + lane_row()) * Traits::kPitch + ks * 16 + (mi & 1) * 8);
+      if (i % kPairs == 0) load_a(a[ks & 1], ks);
+      ldmatrix_x4(b[i % (D + 1)], sK + (nt * 8 + (mi >> 1) * 8 + lane_row()) * Traits::kPitch + ks * 16 + (mi & 1) * 8);
     };
-    load_a(a[0], 0);
-    load_b(b[0], 0);
+#pragma unroll
+    for (int i = 0; i < D; ++i) load_step(i);
     // Nested (not flattened) loops: each unrolls fully, so every fragment
     // index below is a compile-time constant and nothing lands in local memory.
 #pragma unroll
@@ -125,23 +143,15 @@ struct Fa2Mainloop {
 #pragma unroll
       for (int np = 0; np < kPairs; ++np) {
         const int i = ks * kPairs + np, nt = 2 * np;
-        const int cur = Traits::kPrefetch ? (i & 1) : 0;
-        const int acur = Traits::kPrefetch ? (ks & 1) : 0;
-        if constexpr (Traits::kPrefetch) {
-          if (i + 1 < kSteps) {
-            load_b(b[(i + 1) & 1], i + 1);
-            if (np + 1 == kPairs) load_a(a[(ks + 1) & 1], ks + 1);
-          }
-        } else if (i > 0) {
-          load_b(b[0], i);
-          if (np == 0) load_a(a[0], ks);
-        }
+        if (i + D < kSteps) load_step(i + D);
+        const auto& bi = b[i % (D + 1)];
 #pragma unroll
         for (int m = 0; m < kM; ++m) {
-          mma_16816<T>(s[m][nt], a[acur][m], b[cur][0], b[cur][1]);
-          mma_16816<T>(s[m][nt + 1], a[acur][m], b[cur][2], b[cur][3]);
+          mma_16816<T>(s[m][nt], a[ks & 1][m], bi[0], bi[1]);
+          mma_16816<T>(s[m][nt + 1], a[ks & 1][m], bi[2], bi[3]);
         }
       }
+      after_step(ks);
     }
   }
 
@@ -220,16 +230,19 @@ struct Fa2Mainloop {
   static __device__ __forceinline__ void pv(OFrag& o, const SFrag& p, const T* sV) {
     const int mi = lane_matrix();
     // Flattened steps i = (16-key step kk, pair of n8 dim tiles dp); V
-    // fragments double-buffered, P fragments converted once per kk.
-    constexpr int kPairs = kOTiles / 2, kSteps = Traits::kPvSteps * kPairs;
+    // fragments for step i + D loaded before the mmas of step i (a ring of
+    // D + 1 buffers), P fragments converted once per kk.
+    constexpr int kPairs = kOTiles / 2, kSteps = Traits::kPvSteps * kPairs, D = Traits::kPrefetchDistance;
+    std::uint32_t b[D + 1][4];
     // matrices (transposed): (keys lo, dims dt), (keys hi, dims dt), (keys lo, dims dt+1), (keys hi, dims dt+1)
-    auto load_v = [&](std::uint32_t (&dst)[4], int i) {
+    auto load_v = [&](int i) {
       const int kk = i / kPairs, dt = 2 * (i % kPairs);
-      ldmatrix_x4_trans(dst, sV + (kk * 16 + (mi & 1) * 8 + lane_row()) * Traits::kPitch + (dt + (mi >> 1)) * 8);
+      ldmatrix_x4_trans(b[i % (D + 1)],
+                        sV + (kk * 16 + (mi & 1) * 8 + lane_row()) * Traits::kPitch + (dt + (mi >> 1)) * 8);
     };
-    std::uint32_t b[2][4];
+#pragma unroll
+    for (int i = 0; i < D; ++i) load_v(i);
     std::uint32_t a[kM][4];
-    load_v(b[0], 0);
 #pragma unroll
     for (int kk = 0; kk < Traits::kPvSteps; ++kk) {
 #pragma unroll
@@ -242,16 +255,12 @@ struct Fa2Mainloop {
 #pragma unroll
       for (int dp = 0; dp < kPairs; ++dp) {
         const int i = kk * kPairs + dp, dt = 2 * dp;
-        const int cur = Traits::kPrefetch ? (i & 1) : 0;
-        if constexpr (Traits::kPrefetch) {
-          if (i + 1 < kSteps) load_v(b[(i + 1) & 1], i + 1);
-        } else if (i > 0) {
-          load_v(b[0], i);
-        }
+        if (i + D < kSteps) load_v(i + D);
+        const auto& bi = b[i % (D + 1)];
 #pragma unroll
         for (int m = 0; m < kM; ++m) {
-          mma_16816<T>(o[m][dt], a[m], b[cur][0], b[cur][1]);
-          mma_16816<T>(o[m][dt + 1], a[m], b[cur][2], b[cur][3]);
+          mma_16816<T>(o[m][dt], a[m], bi[0], bi[1]);
+          mma_16816<T>(o[m][dt + 1], a[m], bi[2], bi[3]);
         }
       }
     }

@@ -7,13 +7,16 @@
 // key loop, so S = Q K^T of a tile and O stay in that warp's registers; every
 // K / V fragment a warp loads from shared memory feeds kMTiles mmas. Keys
 // stream through shared memory kBlockN at a time in a ring of kStages K+V
-// buffers (tile n+kStages-1 loads while tile n computes).
+// buffers (tile n+kStages-1 loads while tile n computes), or, with kStages = 1,
+// through one K and one V buffer in FlashAttention-2's order: V(n) loads during
+// Q K^T(n), K(n+1) during softmax and P V(n) (two barriers per tile, a third
+// less shared memory, so d256 fits two CTAs per SM).
 #include <cstddef>
 
 namespace attnkit::cuda {
 
 template <class T_, int HeadDim, int MTiles, int BlockN, int Warps, int Stages, bool QInRegisters, int MinBlocks,
-          bool Prefetch = true, bool SplitKvWait = false>
+          int PrefetchDistance = 1, bool SpreadCopies = false>
 struct Fa2Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDim = HeadDim;
@@ -26,13 +29,18 @@ struct Fa2Traits {
   static constexpr int kBlockN = BlockN;
   static constexpr int kStages = Stages;
   static constexpr bool kQInRegisters = QInRegisters;
-  // Software pipelining of fragment loads: the ldmatrix for mma step i+1 is
-  // issued before the mmas of step i, so shared-memory latency overlaps math.
-  static constexpr bool kPrefetch = Prefetch;
-  // K and V of a tile in separate cp.async groups, each waited for where it is
-  // first read (FlashAttention-2's order): Q K^T of the first tile starts when
-  // Q and K have landed, at the price of a second barrier per key tile.
-  static constexpr bool kSplitKvWait = SplitKvWait;
+  // Software pipelining of fragment loads: the ldmatrix for mma step i+D is
+  // issued before the mmas of step i (a step: one x4 fragment, two n8 tiles per
+  // row strip), so shared-memory latency overlaps D steps of math. 0: each
+  // fragment loaded right before its mmas, ptxas schedules.
+  static constexpr int kPrefetchDistance = PrefetchDistance;
+  // Ring mode: the next tile's K and V copies issued a few at a time between
+  // the k-steps of this tile's Q K^T instead of in two bursts (a burst fills
+  // the memory pipe, and warps then wait to reuse the copies' address
+  // registers). +3-6% at d256, +1-5% at d64, -1-3% at d128 on the H200.
+  static constexpr bool kSpreadCopies = SpreadCopies;
+  // One K and one V buffer, each waited for where it is first read.
+  static constexpr bool kSingleBuffered = Stages == 1;
 
   // Shared rows are padded by 16 bytes: the 8 row addresses of one ldmatrix
   // then fall in 8 different 16-byte bank groups (no conflicts, no swizzle).
@@ -58,11 +66,12 @@ struct Fa2Traits {
   static_assert(Warps >= 1 && Warps <= 16, "1..16 warps per CTA");
   static_assert(MTiles >= 1 && MTiles <= 2, "1 or 2 row strips per warp (registers: O holds kMTiles*kHeadDim/2 floats)");
   static_assert(MTiles * (kHeadDim / 2 + kBlockN / 2) <= 200, "O + S accumulators would not fit in 255 registers");
+  static_assert(PrefetchDistance >= 0 && PrefetchDistance <= 8, "fragment prefetch distance: 0..8 steps");
   static_assert(MinBlocks >= 1 && MinBlocks * kSmemBytesPerCta() <= 228 * 1024,
                 "the occupancy target does not fit in the 228 KB of shared memory per SM");
-  static_assert(!kSplitKvWait || kStages == 2, "split K/V waits are written for a two-stage ring");
-  static_assert(kStages >= 2 && kStages <= 4,
-                "a ring of 2..4 K+V buffers: the next tiles load while this one computes");
+  static_assert(!(SpreadCopies && Stages == 1), "spread copies are for the ring (stages >= 2)");
+  static_assert(kStages >= 1 && kStages <= 4,
+                "one K and one V buffer, or a ring of 2..4 K+V buffers");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_80/sm_90");
   static_assert((kPitch * sizeof(T)) % 16 == 0, "rows must stay 16-byte aligned for cp.async / ldmatrix");
 };
@@ -75,18 +84,18 @@ struct Fa2Traits {
 // still the fastest measured). d192/d256: 8 warps x 16 rows, one CTA per SM
 // (O alone is 96-128 registers). Chosen with bench_fa2 --variants on an H200
 // (docs/perf/gpu-fa2.md).
-//                         T  dim strips BlockN warps stages Q-in-regs CTAs/SM prefetch
+//                         T  dim strips BlockN warps stages Q-in-regs CTAs/SM prefetch-distance spread-copies
 template <class T, int HeadDim>
 struct Fa2Config;
 template <class T>
-struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2, false>; };
+struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2, 0, true>; };
 template <class T>
-struct Fa2Config<T, 96> { using Traits = Fa2Traits<T, 96, 2, 64, 4, 2, false, 2, false>; };
+struct Fa2Config<T, 96> { using Traits = Fa2Traits<T, 96, 2, 64, 4, 2, false, 2, 0>; };
 template <class T>
-struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, false>; };
+struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, 0>; };
 template <class T>
-struct Fa2Config<T, 192> { using Traits = Fa2Traits<T, 192, 1, 64, 8, 2, false, 1>; };
+struct Fa2Config<T, 192> { using Traits = Fa2Traits<T, 192, 1, 64, 8, 2, false, 1, 1>; };
 template <class T>
-struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 8, 2, false, 1>; };
+struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 8, 2, false, 1, 1, true>; };
 
 }  // namespace attnkit::cuda
