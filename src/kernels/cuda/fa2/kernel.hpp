@@ -85,11 +85,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   for (int n = n_begin; n < n_end; ++n) {
     const int it = n - n_begin;
     const int stage = it % kStages;
-    const bool prefetch = n + kStages - 1 < n_end;  // ring: tile n+kStages-1 exists
-    const int prefetch_stage = (it + kStages - 1) % kStages;
+    const bool load_ahead = n + kStages - 1 < n_end;  // ring: tile n+kStages-1 exists
+    const int ahead_stage = (it + kStages - 1) % kStages;
     // Spread the next tile's K and V copies over this tile's Q K^T when that
     // tile is whole (a sequence's last tile takes the bounds-checked path).
-    const bool spread = Traits::kSpreadCopies && prefetch && (n + kStages) * kBlockN <= span.k_len;
+    const bool spread = Traits::kSpreadCopies && load_ahead && (n + kStages) * kBlockN <= span.k_len;
     auto copy_share = [&](int ks) {
       if constexpr (Traits::kSpreadCopies) {
         constexpr int kPasses = TileLoader<Traits, kBlockN>::kPasses, kTotal = 2 * kPasses;
@@ -99,9 +99,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
 #pragma unroll
         for (int j = ks * kTotal / kSteps; j < (ks + 1) * kTotal / kSteps; ++j) {
           if (j < kPasses)
-            k_loader.load_pass(sK(prefetch_stage), row0, j);
+            k_loader.load_pass(sK(ahead_stage), row0, j);
           else
-            v_loader.load_pass(sV(prefetch_stage), row0, j - kPasses);
+            v_loader.load_pass(sV(ahead_stage), row0, j - kPasses);
         }
       }
     };
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
       // this tile's Q K^T, so the copies interleave with math instead of
       // queueing behind each other (ncu showed warps waiting to reuse
       // cp.async address registers when all were issued at once).
-      if (prefetch && !spread) k_loader.load(sK(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
+      if (load_ahead && !spread) k_loader.load(sK(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
     }
     if constexpr (Traits::kQInRegisters) {
       if (it == 0)
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
       __syncthreads();     // ...and for all; every warp is done with K(n)
       if (n + 1 < n_end) k_loader.load(sK(0), (n + 1) * kBlockN, span.k_len);
     } else {
-      if (prefetch && !spread) v_loader.load(sV(prefetch_stage), (n + kStages - 1) * kBlockN, span.k_len);
+      if (load_ahead && !spread) v_loader.load(sV(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
     }
     cp_async_commit();  // one group per tile, empty or not: the waits count groups
     const bool capped = p.softcap_log2 > 0.0f;  // uniform: one branch, not a select per score
