@@ -184,10 +184,14 @@ if ! skip variants; then
 fi
 
 if ! skip bench; then
-  step "benchmark: fa2 vs PyTorch SDPA (flash, cuDNN), bf16 dense grid"
+  step "benchmark: fa2 vs PyTorch SDPA (flash, cuDNN) in one process, bf16 dense grid"
   "$BUILD/bench/gpu/bench_fa2" ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} --json "$OUT/bench_attnkit.json" > "$LOGS/bench_attnkit.log" 2>&1 || status=1
-  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} --json "$OUT/bench_torch.json" \
-    > "$LOGS/bench_torch.log" 2>&1 || status=1
+  # The peers, and fa2 again through the Python module in their process,
+  # interleaved per grid point (design §6); the ratios come from this run.
+  same_process=()
+  ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1 && same_process=(--attnkit)
+  PYTHONUNBUFFERED=1 PYTHONPATH="$BUILD/python" python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" "${same_process[@]}" \
+    ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} --json "$OUT/bench_torch.json" > "$LOGS/bench_torch.log" 2>&1 || status=1
   step "summary"
   python3 "$ROOT/bench/gpu/report.py" --attnkit "$OUT/bench_attnkit.json" --torch "$OUT/bench_torch.json" \
     --out-json "$OUT/summary.json" --out-md "$OUT/summary.md" || status=1

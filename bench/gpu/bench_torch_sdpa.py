@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""PyTorch SDPA peers on the dense grid of design §6, timed like bench_fa2.
+"""PyTorch SDPA peers on the dense grid of design §6, and, with --attnkit,
+attnkit's fa2 through its Python module in the same process (design §6: peers
+run in the same process).
 
-Same shapes (seqlen 512..16k, batch = 16384/seqlen, heads = 2048/head_dim, bf16,
-BSHD memory viewed as BHSD, causal and not), CUDA events around each call after
-warm-up, median of the timed calls, two rotated random input sets.
+Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
+2048/head_dim, bf16, BSHD memory, viewed as BHSD for SDPA, causal and not),
+CUDA events around each call after warm-up, median of the timed calls, two
+rotated random input sets. Per grid point the implementations are timed in
+--rounds interleaved rounds (A B C A B C ...), so clock and thermal drift
+within a run falls on all of them alike rather than on whichever ran last.
 
-  bench_torch_sdpa.py --json torch.json [--backends flash,cudnn] [--dims 64,128,256]
+  bench_torch_sdpa.py --json torch.json [--backends flash,cudnn] [--attnkit] [--dims 64,128,256]
+  bench_torch_sdpa.py --json /tmp/x.json --device cpu --attnkit --tokens 256 --width 128   # smoke test, no GPU
 """
 import argparse
 import json
 import sys
+import time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -19,6 +26,7 @@ BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "math": SDPBackend.MATH,
 }
 
 
@@ -26,53 +34,112 @@ def ints(s):
     return [int(x) for x in s.split(",") if x]
 
 
+class Timer:
+    """Milliseconds of one call: CUDA events on the GPU (read after the
+    round's synchronize), wall time on the CPU."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.pending = []
+
+    def time(self, fn):
+        if self.cuda:
+            a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            z.record()
+            self.pending.append((a, z))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            self.pending.append(1e3 * (time.perf_counter() - t0))
+
+    def collect(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            ms = [a.elapsed_time(z) for a, z in self.pending]
+        else:
+            ms = list(self.pending)
+        self.pending = []
+        return ms
+
+
+def implementations(args, causal):
+    """name -> callable(q, k, v) on BSHD tensors, for every implementation asked for."""
+    impls = {}
+    for name in args.backends.split(","):
+        if not name:
+            continue
+        backend = BACKENDS[name]
+
+        def sdpa(q, k, v, backend=backend):
+            with sdpa_kernel([backend]):  # BHSD views of the same BSHD memory
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=causal)
+
+        impls[f"torch_{name}"] = sdpa
+    if args.attnkit:
+        import attnkit
+
+        impls[f"attnkit_{args.attnkit_backend}_py"] = lambda q, k, v: attnkit.attention(
+            q, k, v, causal=causal, backend=args.attnkit_backend)
+    return impls
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--backends", default="flash,cudnn")
+    ap.add_argument("--attnkit", action="store_true", help="also time attnkit.attention (same process, interleaved)")
+    ap.add_argument("--attnkit-backend", default="fa2")
     ap.add_argument("--dims", type=ints, default=[64, 128, 256])
     ap.add_argument("--seqlens", type=ints, default=[512, 1024, 2048, 4096, 8192, 16384])
-    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--iters", type=int, default=30, help="timed calls per implementation and point")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds the timed calls are split into")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tokens", type=int, default=16384, help="batch * seqlen (design §6: 16384)")
+    ap.add_argument("--width", type=int, default=2048, help="heads * head_dim (design §6: 2048)")
     args = ap.parse_args()
 
     torch.manual_seed(0)
-    dev = torch.device("cuda")
+    dev = torch.device(args.device)
+    timer = Timer(dev)
     rows = []
-    tokens, width = 16384, 2048
-    for name in args.backends.split(","):
-        backend = BACKENDS[name]
-        for d in args.dims:
-            for causal in (False, True):
-                for s in args.seqlens:
-                    b, h = tokens // s, width // d
-                    sets = [
-                        [torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16).transpose(1, 2) for _ in range(3)]
-                        for _ in range(2)
-                    ]
-                    total = args.warmup + args.iters
-                    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(total)]
+    per_round = max(1, args.iters // args.rounds)
+    for d in args.dims:
+        for causal in (False, True):
+            impls = implementations(args, causal)
+            for s in args.seqlens:
+                if s > args.tokens:
+                    continue
+                b, h = args.tokens // s, args.width // d
+                sets = [[torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16) for _ in range(3)] for _ in range(2)]
+                samples, alive = {name: [] for name in impls}, dict(impls)
+                for name, fn in list(alive.items()):  # warm-up; a backend that refuses the shape drops out here
                     try:
-                        with sdpa_kernel([backend]):
-                            for it in range(total):
-                                q, k, v = sets[it % 2]
-                                ev[it][0].record()
-                                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                                ev[it][1].record()
-                        torch.cuda.synchronize()
-                    except RuntimeError as e:  # backend refuses this shape
+                        for it in range(args.warmup):
+                            fn(*sets[it % 2])
+                        timer.collect()
+                    except RuntimeError as e:
                         print(f"skip {name} d{d} s{s} causal={causal}: {str(e).splitlines()[0]}", file=sys.stderr)
-                        continue
-                    ms = sorted(a.elapsed_time(z) for a, z in ev[args.warmup:])
+                        del alive[name]
+                for _ in range(args.rounds):
+                    for name, fn in alive.items():
+                        for it in range(per_round):
+                            timer.time(lambda: fn(*sets[it % 2]))
+                        samples[name] += timer.collect()
+                flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
+                for name in alive:
+                    ms = sorted(samples[name])
                     med = ms[len(ms) // 2]
-                    flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
                     tf = flops / (med * 1e9)
-                    rows.append(dict(impl=f"torch_{name}", head_dim=d, seqlen=s, batch=b, heads=h, causal=causal,
+                    rows.append(dict(impl=name, head_dim=d, seqlen=s, batch=b, heads=h, causal=causal,
                                      ms_median=med, ms_min=ms[0], tflops=tf))
-                    print(f"torch_{name:6s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms {tf:7.1f} TFLOP/s",
-                          flush=True)
-                    del sets
-    info = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                    print(f"{name:16s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms "
+                          f"{tf:7.1f} TFLOP/s", flush=True)
+                del sets
+    info = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", torch=torch.__version__,
                 cudnn=torch.backends.cudnn.version(), cuda=torch.version.cuda, results=rows)
     with open(args.json, "w") as f:
         json.dump(info, f, indent=1)

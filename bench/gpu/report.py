@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Merges bench_fa2 and bench_torch_sdpa JSON into one summary (JSON + markdown)
 and prints the short table: TFLOP/s of fa2 and its peers, fa2's ratio to each,
-and fa2's fraction of the 709 TFLOP/s bf16 matmul ceiling of design §6."""
+and fa2's fraction of the 709 TFLOP/s bf16 matmul ceiling of design §6.
+
+fa2's number is the one timed in the peers' own process, interleaved with them
+(bench_torch_sdpa.py --attnkit, impl attnkit_fa2_py) when present; bench_fa2's
+(C++, Plan::run, a separate process) is shown beside it and used only when the
+Python module was not available."""
 import argparse
 import json
 
@@ -21,21 +26,24 @@ def main():
     for r in ak["results"] + th["results"]:
         key = (r["head_dim"], r["causal"], r["seqlen"])
         table.setdefault(key, {})[r["impl"]] = r["tflops"]
-    lines = ["| d | causal | seqlen | batch x heads | fa2 TFLOP/s | torch flash | torch cuDNN | fa2/flash | fa2/cuDNN | fa2 / 709 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| d | causal | seqlen | batch x heads | fa2 TFLOP/s | fa2 (C++ bench) | torch flash | torch cuDNN | "
+             "fa2/flash | fa2/cuDNN | fa2 / 709 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     rows, misses = [], []
     for (d, causal, s) in sorted(table):
         t = table[(d, causal, s)]
-        fa2, fl, cu = t.get("attnkit_fa2"), t.get("torch_flash"), t.get("torch_cudnn")
+        fa2_cpp, fl, cu = t.get("attnkit_fa2"), t.get("torch_flash"), t.get("torch_cudnn")
+        fa2 = t.get("attnkit_fa2_py", fa2_cpp)
         r_fl = fa2 / fl if fa2 and fl else None
         r_cu = fa2 / cu if fa2 and cu else None
-        rows.append(dict(head_dim=d, causal=causal, seqlen=s, fa2=fa2, torch_flash=fl, torch_cudnn=cu,
-                         fa2_over_flash=r_fl, fa2_over_cudnn=r_cu, fa2_fraction_of_709=fa2 / CEILING if fa2 else None))
+        rows.append(dict(head_dim=d, causal=causal, seqlen=s, fa2=fa2, fa2_same_process="attnkit_fa2_py" in t,
+                         fa2_cpp_bench=fa2_cpp, torch_flash=fl, torch_cudnn=cu, fa2_over_flash=r_fl,
+                         fa2_over_cudnn=r_cu, fa2_fraction_of_709=fa2 / CEILING if fa2 else None))
         if r_fl is not None and r_fl < 1.0:
             misses.append(f"d{d} {'causal' if causal else 'full'} s{s}: {r_fl:.2f}x")
         f = lambda x, p=1: "-" if x is None else f"{x:.{p}f}"
-        lines.append(f"| {d} | {'yes' if causal else 'no'} | {s} | {16384 // s} x {2048 // d} | {f(fa2)} | {f(fl)} | "
-                     f"{f(cu)} | {f(r_fl, 2)} | {f(r_cu, 2)} | {f(fa2 / CEILING if fa2 else None, 2)} |")
+        lines.append(f"| {d} | {'yes' if causal else 'no'} | {s} | {16384 // s} x {2048 // d} | {f(fa2)} | {f(fa2_cpp)} | "
+                     f"{f(fl)} | {f(cu)} | {f(r_fl, 2)} | {f(r_cu, 2)} | {f(fa2 / CEILING if fa2 else None, 2)} |")
     summary = dict(device=th.get("device"), torch=th.get("torch"), cudnn=th.get("cudnn"), cuda=th.get("cuda"),
                    ceiling_tflops=CEILING, rows=rows, misses_vs_flash=misses)
     json.dump(summary, open(args.out_json, "w"), indent=1)
