@@ -7,8 +7,8 @@ Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
 2048/head_dim, bf16, BSHD memory, viewed as BHSD for SDPA, causal and not),
 CUDA events around each call after warm-up, median of the timed calls, two
 rotated random input sets. Per grid point the implementations are timed in
---rounds interleaved rounds (A B C A B C ...), so clock and thermal drift
-within a run falls on all of them alike rather than on whichever ran last.
+--rounds interleaved rounds in rotated order (A B C, B C A, C A B), so clock,
+power and thermal drift within a run falls on all of them alike.
 
   bench_torch_sdpa.py --json torch.json [--backends flash,cudnn] [--attnkit] [--dims 64,128,256]
   bench_torch_sdpa.py --json /tmp/x.json --device cpu --attnkit --tokens 256 --width 128   # smoke test, no GPU
@@ -124,8 +124,11 @@ def main():
                     except RuntimeError as e:
                         print(f"skip {name} d{d} s{s} causal={causal}: {str(e).splitlines()[0]}", file=sys.stderr)
                         del alive[name]
-                for _ in range(args.rounds):
-                    for name, fn in alive.items():
+                order = list(alive.items())
+                for r in range(args.rounds):
+                    # Rotated each round: every implementation follows each of the others (a
+                    # hot cuDNN run lowers the clock the next one starts at).
+                    for name, fn in order[r % len(order):] + order[:r % len(order)]:
                         for it in range(per_round):
                             timer.time(lambda: fn(*sets[it % 2]))
                         samples[name] += timer.collect()
