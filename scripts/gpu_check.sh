@@ -8,6 +8,7 @@
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
+#   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention compiles per shape: minutes)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096)
 #
@@ -190,8 +191,10 @@ if ! skip bench; then
   # interleaved per grid point (design §6); the ratios come from this run.
   same_process=()
   ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1 && same_process=(--attnkit)
+  # shellcheck disable=SC2086  # GPU_CHECK_TORCH_ARGS is a list of flags
   PYTHONUNBUFFERED=1 PYTHONPATH="$BUILD/python" python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" "${same_process[@]}" \
-    ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} --json "$OUT/bench_torch.json" > "$LOGS/bench_torch.log" 2>&1 || status=1
+    ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} ${GPU_CHECK_TORCH_ARGS:-} --json "$OUT/bench_torch.json" \
+    > "$LOGS/bench_torch.log" 2>&1 || { status=1; grep -E "MISMATCH|Error|mismatch" "$LOGS/bench_torch.log" | head; }
   step "summary"
   python3 "$ROOT/bench/gpu/report.py" --attnkit "$OUT/bench_attnkit.json" --torch "$OUT/bench_torch.json" \
     --out-json "$OUT/summary.json" --out-md "$OUT/summary.md" || status=1

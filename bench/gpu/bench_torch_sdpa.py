@@ -6,11 +6,13 @@ run in the same process).
 Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
 2048/head_dim, bf16, BSHD memory, viewed as BHSD for SDPA, causal and not),
 CUDA events around each call after warm-up, median of the timed calls, two
-rotated random input sets. Per grid point the implementations are timed in
+rotated random input sets. Each implementation's output is checked against
+the first one's (relative L2 <= 2e-2, else MISMATCH and exit status 1). Per
+grid point the implementations are timed in
 --rounds interleaved rounds in rotated order (A B C, B C A, C A B), so clock,
 power and thermal drift within a run falls on all of them alike.
 
-  bench_torch_sdpa.py --json torch.json [--backends flash,cudnn] [--attnkit] [--dims 64,128,256]
+  bench_torch_sdpa.py --json torch.json [--backends flash,cudnn,efficient] [--attnkit] [--flex] [--dims 64,128,256]
   bench_torch_sdpa.py --json /tmp/x.json --device cpu --attnkit --tokens 256 --width 128   # smoke test, no GPU
 """
 import argparse
@@ -64,6 +66,28 @@ class Timer:
         return ms
 
 
+def flex_attention_impl(causal):
+    """FlexAttention (torch.compile'd, one compilation per shape during warm-up)
+    on the BHSD views, causal through a block mask (q >= k: sq = sk here)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    compiled = torch.compile(flex_attention, dynamic=False)
+    masks = {}
+
+    def run(q, k, v):
+        qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        mask = None
+        if causal:
+            key = (qh.shape[2], kh.shape[2], q.device)
+            if key not in masks:
+                masks[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=qh.shape[2],
+                                               KV_LEN=kh.shape[2], device=q.device)
+            mask = masks[key]
+        return compiled(qh, kh, vh, block_mask=mask).transpose(1, 2)  # BSHD view, like attnkit's output
+
+    return run
+
+
 def implementations(args, causal):
     """name -> callable(q, k, v) on BSHD tensors, for every implementation asked for."""
     impls = {}
@@ -73,11 +97,13 @@ def implementations(args, causal):
         backend = BACKENDS[name]
 
         def sdpa(q, k, v, backend=backend):
-            with sdpa_kernel([backend]):  # BHSD views of the same BSHD memory
+            with sdpa_kernel([backend]):  # BHSD views of the same BSHD memory; the output viewed back as BSHD
                 return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                      is_causal=causal)
+                                                      is_causal=causal).transpose(1, 2)
 
         impls[f"torch_{name}"] = sdpa
+    if args.flex:
+        impls["torch_flex"] = flex_attention_impl(causal)
     if args.attnkit:
         import attnkit
 
@@ -92,6 +118,7 @@ def main():
     ap.add_argument("--backends", default="flash,cudnn")
     ap.add_argument("--attnkit", action="store_true", help="also time attnkit.attention (same process, interleaved)")
     ap.add_argument("--attnkit-backend", default="fa2")
+    ap.add_argument("--flex", action="store_true", help="also time FlexAttention (compiles once per shape)")
     ap.add_argument("--dims", type=ints, default=[64, 128, 256])
     ap.add_argument("--seqlens", type=ints, default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--iters", type=int, default=30, help="timed calls per implementation and point")
@@ -105,7 +132,7 @@ def main():
     torch.manual_seed(0)
     dev = torch.device(args.device)
     timer = Timer(dev)
-    rows = []
+    rows, mismatches = [], 0
     per_round = max(1, args.iters // args.rounds)
     for d in args.dims:
         for causal in (False, True):
@@ -115,7 +142,7 @@ def main():
                     continue
                 b, h = args.tokens // s, args.width // d
                 sets = [[torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16) for _ in range(3)] for _ in range(2)]
-                samples, alive = {name: [] for name in impls}, dict(impls)
+                samples, alive, agreement = {name: [] for name in impls}, dict(impls), {}
                 for name, fn in list(alive.items()):  # warm-up; a backend that refuses the shape drops out here
                     try:
                         for it in range(args.warmup):
@@ -124,6 +151,20 @@ def main():
                     except RuntimeError as e:
                         print(f"skip {name} d{d} s{s} causal={causal}: {str(e).splitlines()[0]}", file=sys.stderr)
                         del alive[name]
+                # Every implementation's output against the first one's on the same inputs:
+                # a fast wrong answer must not end up in the table.
+                ref_name, ref = None, None
+                for name, fn in alive.items():
+                    out = fn(*sets[0]).float()
+                    if ref is None:
+                        ref_name, ref = name, out
+                        continue
+                    rel = ((out - ref).norm() / ref.norm()).item()
+                    if not rel <= 2e-2:  # NaN fails too
+                        print(f"MISMATCH {name} vs {ref_name} d{d} s{s} causal={causal}: rel_l2 {rel:.3g}", file=sys.stderr)
+                        mismatches += 1
+                    agreement[name] = rel
+                del out, ref
                 order = list(alive.items())
                 for r in range(args.rounds):
                     # Rotated each round: every implementation follows each of the others (a
@@ -138,7 +179,8 @@ def main():
                     med = ms[len(ms) // 2]
                     tf = flops / (med * 1e9)
                     rows.append(dict(impl=name, head_dim=d, seqlen=s, batch=b, heads=h, causal=causal,
-                                     ms_median=med, ms_min=ms[0], tflops=tf))
+                                     ms_median=med, ms_min=ms[0], tflops=tf, rel_l2_vs=ref_name if name in agreement else None,
+                                     rel_l2=agreement.get(name)))
                     print(f"{name:16s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms "
                           f"{tf:7.1f} TFLOP/s", flush=True)
                 del sets
@@ -146,6 +188,9 @@ def main():
                 cudnn=torch.backends.cudnn.version(), cuda=torch.version.cuda, results=rows)
     with open(args.json, "w") as f:
         json.dump(info, f, indent=1)
+    if mismatches:
+        print(f"{mismatches} output mismatch(es) above rel_l2 2e-2", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -26,24 +26,34 @@ def main():
     for r in ak["results"] + th["results"]:
         key = (r["head_dim"], r["causal"], r["seqlen"])
         table.setdefault(key, {})[r["impl"]] = r["tflops"]
-    lines = ["| d | causal | seqlen | batch x heads | fa2 TFLOP/s | fa2 (C++ bench) | torch flash | torch cuDNN | "
-             "fa2/flash | fa2/cuDNN | fa2 / 709 |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    # Optional peers get a column (and fa2's ratio to them) only when measured.
+    extra = [(impl, label) for impl, label in (("torch_efficient", "efficient"), ("torch_flex", "flex"))
+             if any(impl in t for t in table.values())]
+    head = ["d", "causal", "seqlen", "batch x heads", "fa2 TFLOP/s", "fa2 (C++ bench)", "torch flash", "torch cuDNN"]
+    head += [f"torch {label}" for _, label in extra] + ["fa2/flash", "fa2/cuDNN"]
+    head += [f"fa2/{label}" for _, label in extra] + ["fa2 / 709"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     rows, misses = [], []
+    f = lambda x, p=1: "-" if x is None else f"{x:.{p}f}"
+    ratio = lambda a, b: a / b if a and b else None
     for (d, causal, s) in sorted(table):
         t = table[(d, causal, s)]
         fa2_cpp, fl, cu = t.get("attnkit_fa2"), t.get("torch_flash"), t.get("torch_cudnn")
         fa2 = t.get("attnkit_fa2_py", fa2_cpp)
-        r_fl = fa2 / fl if fa2 and fl else None
-        r_cu = fa2 / cu if fa2 and cu else None
-        rows.append(dict(head_dim=d, causal=causal, seqlen=s, fa2=fa2, fa2_same_process="attnkit_fa2_py" in t,
-                         fa2_cpp_bench=fa2_cpp, torch_flash=fl, torch_cudnn=cu, fa2_over_flash=r_fl,
-                         fa2_over_cudnn=r_cu, fa2_fraction_of_709=fa2 / CEILING if fa2 else None))
+        r_fl, r_cu = ratio(fa2, fl), ratio(fa2, cu)
+        peers = [t.get(impl) for impl, _ in extra]
+        row = dict(head_dim=d, causal=causal, seqlen=s, fa2=fa2, fa2_same_process="attnkit_fa2_py" in t,
+                   fa2_cpp_bench=fa2_cpp, torch_flash=fl, torch_cudnn=cu, fa2_over_flash=r_fl,
+                   fa2_over_cudnn=r_cu, fa2_fraction_of_709=fa2 / CEILING if fa2 else None)
+        for (impl, label), x in zip(extra, peers):
+            row[impl], row[f"fa2_over_{label}"] = x, ratio(fa2, x)
+        rows.append(row)
         if r_fl is not None and r_fl < 1.0:
             misses.append(f"d{d} {'causal' if causal else 'full'} s{s}: {r_fl:.2f}x")
-        f = lambda x, p=1: "-" if x is None else f"{x:.{p}f}"
-        lines.append(f"| {d} | {'yes' if causal else 'no'} | {s} | {16384 // s} x {2048 // d} | {f(fa2)} | {f(fa2_cpp)} | "
-                     f"{f(fl)} | {f(cu)} | {f(r_fl, 2)} | {f(r_cu, 2)} | {f(fa2 / CEILING if fa2 else None, 2)} |")
+        cells = [str(d), "yes" if causal else "no", str(s), f"{16384 // s} x {2048 // d}", f(fa2), f(fa2_cpp), f(fl), f(cu)]
+        cells += [f(x) for x in peers] + [f(r_fl, 2), f(r_cu, 2)] + [f(ratio(fa2, x), 2) for x in peers]
+        cells += [f(fa2 / CEILING if fa2 else None, 2)]
+        lines.append("| " + " | ".join(cells) + " |")
     summary = dict(device=th.get("device"), torch=th.get("torch"), cudnn=th.get("cudnn"), cuda=th.get("cuda"),
                    ceiling_tflops=CEILING, rows=rows, misses_vs_flash=misses)
     json.dump(summary, open(args.out_json, "w"), indent=1)
