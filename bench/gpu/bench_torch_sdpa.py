@@ -8,9 +8,9 @@ Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
 CUDA events around each call after warm-up, median of the timed calls, two
 rotated random input sets. Each implementation's output is checked against
 the first one's (relative L2 <= 2e-2, else MISMATCH and exit status 1). Per
-grid point the implementations are timed in
---rounds interleaved rounds in rotated order (A B C, B C A, C A B), so clock,
-power and thermal drift within a run falls on all of them alike.
+grid point the implementations are timed in --rounds interleaved rounds in
+rotated order (A B C, B C A, C A B), so clock, power and thermal drift within
+a run falls on all of them alike.
 
   bench_torch_sdpa.py --json torch.json [--backends flash,cudnn,efficient] [--attnkit] [--flex] [--dims 64,128,256]
   bench_torch_sdpa.py --json /tmp/x.json --device cpu --attnkit --tokens 256 --width 128   # smoke test, no GPU
@@ -164,7 +164,7 @@ def main():
                         print(f"MISMATCH {name} vs {ref_name} d{d} s{s} causal={causal}: rel_l2 {rel:.3g}", file=sys.stderr)
                         mismatches += 1
                     agreement[name] = rel
-                del out, ref
+                ref = out = None  # free the fp32 copies before timing
                 order = list(alive.items())
                 for r in range(args.rounds):
                     # Rotated each round: every implementation follows each of the others (a
