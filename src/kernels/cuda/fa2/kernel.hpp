@@ -15,12 +15,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   using Mainloop = Fa2Mainloop<Traits>;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kStages = Traits::kStages;
 
+  // Shared memory: Q, then kStages x (K, V). Tiles are addressed by 32-bit
+  // shared-window byte addresses (sm80_primitives.hpp says why).
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* sQ = reinterpret_cast<T*>(smem_raw);
-  auto sK = [&](int stage) { return reinterpret_cast<T*>(smem_raw + Traits::kQBytes + stage * Traits::kStageBytes); };
-  auto sV = [&](int stage) {
-    return reinterpret_cast<T*>(smem_raw + Traits::kQBytes + stage * Traits::kStageBytes + Traits::kKvTileBytes);
-  };
+  const std::uint32_t sQ = smem_addr(smem_raw);
+  auto sK = [&](int stage) { return static_cast<std::uint32_t>(sQ + Traits::kQBytes + stage * Traits::kStageBytes); };
+  auto sV = [&](int stage) { return static_cast<std::uint32_t>(sK(stage) + Traits::kKvTileBytes); };
 
   // ---- which tile, and where its rows live
   const Fa2Tile tile = Fa2TileScheduler<kBlockM>::current();
@@ -46,7 +46,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   const int warp = threadIdx.x >> 5;
   constexpr int kM = Traits::kMTiles;
   const int warp_row0 = m0 + warp * Traits::kWarpRows;
-  T* sQ_warp = sQ + warp * Traits::kWarpRows * Traits::kPitch;
+  constexpr std::uint32_t kWarpQBytes = Traits::kWarpRows * Traits::kPitch * sizeof(T);
+  const std::uint32_t sQ_warp = sQ + warp * kWarpQBytes;
 
   const bool has_sink = p.sinks != nullptr;
   const float sink_log2 = has_sink ? p.sinks[tile.head * p.sinks_stride] * kLog2e : 0.0f;
@@ -143,8 +144,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     const int key0 = n * kBlockN;
     const bool interior = last.lo <= key0 && first.hi >= key0 + kBlockN;
     if (!interior) Mainloop::apply_mask(s, key0, warp_row0, span.q_len, span.k_len, p.window_left, p.window_right);
+    typename Mainloop::VFrags v_frags;
+    if constexpr (Traits::kRescaleThreshold > 0) Mainloop::pv_first_loads(v_frags, sV(stage));
     Mainloop::online_softmax(s, o, st, capped ? 1.0f : p.scale_log2);
-    Mainloop::pv(o, s, sV(stage));
+    if constexpr (Traits::kRescaleThreshold == 0) Mainloop::pv_first_loads(v_frags, sV(stage));
+    Mainloop::pv(o, s, sV(stage), v_frags);
   }
   cp_async_wait<0>();
   // The epilogue reuses each warp's Q rows as staging; other threads' Q copies
@@ -156,7 +160,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
                                       ? tile.head * p.lse_strides[0] + span.q_offset * p.lse_strides[1]
                                       : tile.batch * p.lse_strides[0] + tile.head * p.lse_strides[1];
   const std::int64_t lse_row_stride = p.layout == Layout::thd ? p.lse_strides[1] : p.lse_strides[2];
-  Fa2Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, sQ_warp, static_cast<T*>(p.out) + o_rows.offset,
+  T* sQ_warp_staging = reinterpret_cast<T*>(smem_raw + warp * kWarpQBytes);
+  Fa2Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, sQ_warp_staging, static_cast<T*>(p.out) + o_rows.offset,
                              o_rows.row_stride, warp_row0, span.q_len, lse_offset, lse_row_stride);
 }
 

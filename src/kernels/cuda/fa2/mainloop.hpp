@@ -12,8 +12,8 @@
 
 namespace attnkit::cuda {
 
-// Copies kRows rows of one (batch, head) slice into shared memory with
-// cp.async, 16 bytes per thread and pass. Each thread owns one 16-byte column
+// Copies kRows rows of one (batch, head) slice into shared memory (at a
+// shared-window byte address) with cp.async, 16 bytes per thread and pass. Each thread owns one 16-byte column
 // chunk of rows r, r + kRowsPerPass, ...: a tile costs a few address ops and
 // the cp.async instructions (a per-chunk divide and 64-bit
 // multiply had been a third of all instructions at d128, per ncu). Rows at or
@@ -40,34 +40,35 @@ struct TileLoader {
   // Pass i (rows row0 + thread_row() + i * kRowsPerPass) of a tile whose rows
   // all exist: one cp.async per thread, so a tile's copies can be spread over
   // the math of the tile before it.
-  __device__ __forceinline__ void load_pass(T* smem, int row0, int i) const {
+  __device__ __forceinline__ void load_pass(std::uint32_t smem, int row0, int i) const {
     const int row = thread_row(), col = thread_col();
     if (kSomeThreadsIdle && row >= kRowsPerPass) return;
     const int r = row + i * kRowsPerPass;
     if (kRows % kRowsPerPass == 0 || r < kRows)
-      cp_async_16(smem + r * Traits::kPitch + col, slice + (row0 + r) * row_stride + col, true);
+      cp_async_16(smem + (r * Traits::kPitch + col) * sizeof(T), slice + (row0 + r) * row_stride + col, true);
   }
 
   // Rows [row0, row0 + kRows) of the slice into `smem`.
-  __device__ __forceinline__ void load(T* smem, int row0, int valid_rows) const {
+  __device__ __forceinline__ void load(std::uint32_t smem, int row0, int valid_rows) const {
     const int row = thread_row(), col = thread_col();
     if (kSomeThreadsIdle && row >= kRowsPerPass) return;
     const T* tile = slice + row0 * row_stride;  // the tile's first row, which exists
     const T* src = tile + row * row_stride + col;
     const std::int64_t pass_stride = kRowsPerPass * row_stride;
-    T* dst = smem + row * Traits::kPitch + col;
+    const std::uint32_t dst = smem + (row * Traits::kPitch + col) * sizeof(T);
+    constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kPitch * sizeof(T);
     if (row0 + kRows <= valid_rows) {  // every row exists (all but a sequence's last tile)
 #pragma unroll
       for (int i = 0; i < kPasses; ++i)
         if (kRows % kRowsPerPass == 0 || row + i * kRowsPerPass < kRows)
-          cp_async_16(dst + i * kRowsPerPass * Traits::kPitch, src + i * pass_stride, true);
+          cp_async_16(dst + i * kPassBytes, src + i * pass_stride, true);
     } else {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = row + i * kRowsPerPass;
         const bool valid = row0 + r < valid_rows;
         if (kRows % kRowsPerPass == 0 || r < kRows)  // a skipped chunk still names an existing address
-          cp_async_16(dst + i * kRowsPerPass * Traits::kPitch, valid ? src + i * pass_stride : tile, valid);
+          cp_async_16(dst + i * kPassBytes, valid ? src + i * pass_stride : tile, valid);
       }
     }
   }
@@ -92,10 +93,16 @@ struct Fa2Mainloop {
   static __device__ __forceinline__ int lane_matrix() { return (threadIdx.x & 31) >> 3; }
   static __device__ __forceinline__ int lane_row() { return threadIdx.x & 7; }
 
+  // Byte offset of element (row, col) in a shared tile.
+  static __device__ __forceinline__ std::uint32_t at(int row, int col) {
+    return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(T));
+  }
+
   // A fragment of Q (row strip m of this warp) for k-step ks.
-  static __device__ __forceinline__ void load_q_fragment(std::uint32_t (&a)[4], const T* sQ_warp, int m, int ks) {
+  static __device__ __forceinline__ void load_q_fragment(std::uint32_t (&a)[4], std::uint32_t sQ_warp, int m,
+                                                         int ks) {
     const int mi = lane_matrix();
-    ldmatrix_x4(a, sQ_warp + (m * 16 + (mi & 1) * 8 + lane_row()) * Traits::kPitch + ks * 16 + (mi >> 1) * 8);
+    ldmatrix_x4(a, sQ_warp + at(m * 16 + (mi & 1) * 8 + lane_row(), ks * 16 + (mi >> 1) * 8));
   }
 
   // S[strip][16 x kBlockN] = Q K^T for the tile in sK (fp32 accumulators). Each
@@ -103,7 +110,7 @@ struct Fa2Mainloop {
   // `after_step(ks)` runs after the mmas of k-step ks (the kernel issues its
   // share of the next tile's copies there).
   template <class QFrag, class AfterStep>
-  static __device__ __forceinline__ void qk(SFrag& s, const QFrag& q_regs, const T* sQ_warp, const T* sK,
+  static __device__ __forceinline__ void qk(SFrag& s, const QFrag& q_regs, std::uint32_t sQ_warp, std::uint32_t sK,
                                             AfterStep&& after_step) {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
@@ -132,7 +139,7 @@ struct Fa2Mainloop {
     auto load_step = [&](int i) {
       const int ks = i / kPairs, nt = 2 * (i % kPairs);
       if (i % kPairs == 0) load_a(a[ks & 1], ks);
-      ldmatrix_x4(b[i % (D + 1)], sK + (nt * 8 + (mi >> 1) * 8 + lane_row()) * Traits::kPitch + ks * 16 + (mi & 1) * 8);
+      ldmatrix_x4(b[i % (D + 1)], sK + at(nt * 8 + (mi >> 1) * 8 + lane_row(), ks * 16 + (mi & 1) * 8));
     };
 #pragma unroll
     for (int i = 0; i < D; ++i) load_step(i);
@@ -198,6 +205,14 @@ struct Fa2Mainloop {
   // keys keeps m = -inf; it subtracts 0 instead, so every 2^(-inf) is a clean 0.
   static __device__ __forceinline__ void online_softmax(SFrag& s, OFrag& o, OnlineSoftmax (&st)[kM],
                                                         float score_scale) {
+    if constexpr (Traits::kRescaleThreshold > 0)
+      online_softmax_lazy(s, o, st, score_scale);
+    else
+      online_softmax_exact(s, o, st, score_scale);
+  }
+
+  static __device__ __forceinline__ void online_softmax_exact(SFrag& s, OFrag& o, OnlineSoftmax (&st)[kM],
+                                                              float score_scale) {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
@@ -225,23 +240,87 @@ struct Fa2Mainloop {
       }
   }
 
-  // O += P V: the S accumulators of two adjacent n8 tiles are exactly the A
-  // fragment of one 16-key k-step, so P never leaves registers.
-  static __device__ __forceinline__ void pv(OFrag& o, const SFrag& p, const T* sV) {
-    const int mi = lane_matrix();
+  // The same update with a lazily moving max (c = score_scale, thr = the
+  // trait's threshold): m_new = rowmax(x) if it exceeds m + thr, else m; so
+  // P = 2^(x - m_new) <= 2^thr, and O, l are rescaled by 2^(m - m_new) only
+  // when some row of the warp moved (a warp-uniform branch: after the first
+  // tiles it is almost never taken). O / l and LSE = ln2 m + ln l are exact
+  // for any m; only the rounding of P's magnitude changes. The branch comes
+  // before the exponentials, so that they and the first P V mmas stay in one
+  // basic block that ptxas can interleave (d256 measured 5-7% slower with
+  // the branch after them).
+  static __device__ __forceinline__ void online_softmax_lazy(SFrag& s, OFrag& o, OnlineSoftmax (&st)[kM],
+                                                             float score_scale) {
+    constexpr float kThreshold = static_cast<float>(Traits::kRescaleThreshold);
+    float alpha[kM][2];
+    bool moved = false;
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float row_max = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < kSTiles; ++nt) row_max = fmaxf(row_max, fmaxf(s[m][nt][2 * r], s[m][nt][2 * r + 1]));
+        const float tile_max = quad_max(row_max) * score_scale;
+        // m = -inf (no visible key yet): any finite tile max moves it, and 2^(-inf) = 0 clears O and l.
+        const bool move = tile_max > st[m].m[r] + kThreshold;
+        alpha[m][r] = move ? fast_exp2(st[m].m[r] - tile_max) : 1.0f;
+        if (move) st[m].m[r] = tile_max;
+        moved |= move;
+      }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int dt = 0; dt < kOTiles; ++dt) {
+          o[m][dt][0] *= alpha[m][0];
+          o[m][dt][1] *= alpha[m][0];
+          o[m][dt][2] *= alpha[m][1];
+          o[m][dt][3] *= alpha[m][1];
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_sub = st[m].m[r] == -INFINITY ? 0.0f : st[m].m[r];
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kSTiles; ++nt) {
+          s[m][nt][2 * r] = fast_exp2(fmaf(s[m][nt][2 * r], score_scale, -m_sub));
+          s[m][nt][2 * r + 1] = fast_exp2(fmaf(s[m][nt][2 * r + 1], score_scale, -m_sub));
+          sum += s[m][nt][2 * r] + s[m][nt][2 * r + 1];
+        }
+        st[m].l[r] = st[m].l[r] * alpha[m][r] + sum;
+      }
+  }
+
+  // V fragments in flight: step i's sits in slot i % (D + 1).
+  using VFrags = std::uint32_t[Traits::kPrefetchDistance + 1][4];
+
+  // matrices (transposed): (keys lo, dims dt), (keys hi, dims dt), (keys lo, dims dt+1), (keys hi, dims dt+1)
+  static __device__ __forceinline__ void load_v_fragment(VFrags& b, std::uint32_t sV, int i) {
+    constexpr int kPairs = kOTiles / 2;
+    const int mi = lane_matrix(), kk = i / kPairs, dt = 2 * (i % kPairs);
+    ldmatrix_x4_trans(b[i % (Traits::kPrefetchDistance + 1)],
+                      sV + at(kk * 16 + (mi & 1) * 8 + lane_row(), (dt + (mi >> 1)) * 8));
+  }
+
+  // The first D steps' V fragments: issued by the kernel before the softmax
+  // when that ends in a branch (lazy rescaling), which ptxas does not hoist
+  // loads across; right before pv() otherwise.
+  static __device__ __forceinline__ void pv_first_loads(VFrags& b, std::uint32_t sV) {
+#pragma unroll
+    for (int i = 0; i < Traits::kPrefetchDistance; ++i) load_v_fragment(b, sV, i);
+  }
+
+  static __device__ __forceinline__ void pv(OFrag& o, const SFrag& p, std::uint32_t sV, VFrags& b) {
     // Flattened steps i = (16-key step kk, pair of n8 dim tiles dp); V
     // fragments for step i + D loaded before the mmas of step i (a ring of
-    // D + 1 buffers), P fragments converted once per kk.
+    // D + 1 buffers; pv_first_loads issued the first D), P fragments
+    // converted once per kk.
     constexpr int kPairs = kOTiles / 2, kSteps = Traits::kPvSteps * kPairs, D = Traits::kPrefetchDistance;
-    std::uint32_t b[D + 1][4];
-    // matrices (transposed): (keys lo, dims dt), (keys hi, dims dt), (keys lo, dims dt+1), (keys hi, dims dt+1)
-    auto load_v = [&](int i) {
-      const int kk = i / kPairs, dt = 2 * (i % kPairs);
-      ldmatrix_x4_trans(b[i % (D + 1)],
-                        sV + (kk * 16 + (mi & 1) * 8 + lane_row()) * Traits::kPitch + (dt + (mi >> 1)) * 8);
-    };
-#pragma unroll
-    for (int i = 0; i < D; ++i) load_v(i);
+    auto load_v = [&](int i) { load_v_fragment(b, sV, i); };
     std::uint32_t a[kM][4];
 #pragma unroll
     for (int kk = 0; kk < Traits::kPvSteps; ++kk) {

@@ -16,7 +16,7 @@
 namespace attnkit::cuda {
 
 template <class T_, int HeadDim, int MTiles, int BlockN, int Warps, int Stages, bool QInRegisters, int MinBlocks,
-          int PrefetchDistance = 1, bool SpreadCopies = false>
+          int PrefetchDistance = 1, bool SpreadCopies = false, int RescaleThreshold = 0>
 struct Fa2Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDim = HeadDim;
@@ -39,6 +39,11 @@ struct Fa2Traits {
   // the memory pipe, and warps then wait to reuse the copies' address
   // registers). +3-6% at d256, +1-5% at d64, -1-3% at d128 on the H200.
   static constexpr bool kSpreadCopies = SpreadCopies;
+  // Lazy rescaling (FlashAttention-4's trick), in log2 units: the running max
+  // moves only when a tile's max exceeds it by more than this, so P = 2^(x-m)
+  // stays <= 2^threshold and O is rescaled only on the (few, early) tiles where
+  // it moves. 0: exact running max, O rescaled every tile.
+  static constexpr int kRescaleThreshold = RescaleThreshold;
   // One K and one V buffer, each waited for where it is first read.
   static constexpr bool kSingleBuffered = Stages == 1;
 
@@ -70,6 +75,8 @@ struct Fa2Traits {
   static_assert(MinBlocks >= 1 && MinBlocks * kSmemBytesPerCta() <= 228 * 1024,
                 "the occupancy target does not fit in the 228 KB of shared memory per SM");
   static_assert(!(SpreadCopies && Stages == 1), "spread copies are for the ring (stages >= 2)");
+  static_assert(RescaleThreshold >= 0 && RescaleThreshold <= 10,
+                "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
   static_assert(kStages >= 1 && kStages <= 4,
                 "one K and one V buffer, or a ring of 2..4 K+V buffers");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_80/sm_90");
@@ -80,11 +87,13 @@ struct Fa2Traits {
 // Registers per thread: O = kMTiles*kHeadDim/2 floats, S = kMTiles*kBlockN/2,
 // Q (if kept) = kMTiles*kHeadDim/4. d64..d128: 4 warps x 32 rows, so every K/V
 // fragment feeds two mmas, and two CTAs per SM, whose independent barriers hide
-// each other's load waits (d96/d128 at 64-key tiles spill ~100 bytes and are
-// still the fastest measured). d192/d256: 8 warps x 16 rows, one CTA per SM
-// (O alone is 96-128 registers). Chosen with bench_fa2 --variants on an H200
-// (docs/perf/gpu-fa2.md).
+// each other's load waits (d96 at 64-key tiles spills 24 bytes and is still
+// the fastest measured). d192/d256: 8 warps x 16 rows, one CTA per SM (O alone
+// is 96-128 registers). Lazy rescaling only at d128 (+2-6%, and no spill):
+// d256 measured equal, d64 slower (it spills there). Chosen with bench_fa2
+// --variants on an H200 (docs/perf/gpu-fa2.md).
 //                         T  dim strips BlockN warps stages Q-in-regs CTAs/SM prefetch-distance spread-copies
+//                         lazy-rescale-threshold
 template <class T, int HeadDim>
 struct Fa2Config;
 template <class T>
@@ -92,7 +101,7 @@ struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2
 template <class T>
 struct Fa2Config<T, 96> { using Traits = Fa2Traits<T, 96, 2, 64, 4, 2, false, 2, 0>; };
 template <class T>
-struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, 0>; };
+struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, 0, false, 8>; };
 template <class T>
 struct Fa2Config<T, 192> { using Traits = Fa2Traits<T, 192, 1, 64, 8, 2, false, 1, 1>; };
 template <class T>
