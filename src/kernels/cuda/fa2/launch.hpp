@@ -5,38 +5,20 @@
 
 #include "kernels/cuda/cuda_types.hpp"
 #include "kernels/cuda/fa2/kernel.hpp"
-#include "kernels/cuda/fa2/persistent_kernel.hpp"
 
 namespace attnkit::cuda {
 
 template <class Traits>
-constexpr auto fa2_kernel() {
-  if constexpr (Traits::kPersistent)
-    return fa2_persistent_kernel<Traits>;
-  else
-    return fa2_forward_kernel<Traits>;
-}
-
-template <class Traits>
 cudaError_t fa2_configure() {
-  return cudaFuncSetAttribute(fa2_kernel<Traits>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(fa2_forward_kernel<Traits>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(Traits::kSmemBytes));
 }
 
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
 template <class Traits>
 cudaError_t fa2_launch(const AttnParams& p, cudaStream_t stream) {
-  if constexpr (Traits::kPersistent) {
-    int device = 0, sms = 0;
-    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
-      return e;
-    fa2_persistent_kernel<Traits><<<Fa2PersistentScheduler<Traits::kBlockM>::grid(p, sms, Traits::kMinBlocksPerSm),
-                                    Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
-  } else {
-    fa2_forward_kernel<Traits><<<Fa2TileScheduler<Traits::kBlockM>::grid(p), Traits::kThreads, Traits::kSmemBytes,
-                                 stream>>>(p);
-  }
+  fa2_forward_kernel<Traits><<<Fa2TileScheduler<Traits::kBlockM>::grid(p), Traits::kThreads, Traits::kSmemBytes,
+                               stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -16,7 +16,7 @@
 namespace attnkit::cuda {
 
 template <class T_, int HeadDim, int MTiles, int BlockN, int Warps, int Stages, bool QInRegisters, int MinBlocks,
-          int PrefetchDistance = 1, bool SpreadCopies = false, int RescaleThreshold = 0, bool Persistent = false>
+          int PrefetchDistance = 1, bool SpreadCopies = false, int RescaleThreshold = 0>
 struct Fa2Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDim = HeadDim;
@@ -44,9 +44,6 @@ struct Fa2Traits {
   // stays <= 2^threshold and O is rescaled only on the (few, early) tiles where
   // it moves. 0: exact running max, O rescaled every tile.
   static constexpr int kRescaleThreshold = RescaleThreshold;
-  // One CTA per SM slot walking many tiles, loading the next tile's Q and
-  // first K/V during the current one's last key tile (persistent_kernel.hpp).
-  static constexpr bool kPersistent = Persistent;
   // One K and one V buffer, each waited for where it is first read.
   static constexpr bool kSingleBuffered = Stages == 1;
 
@@ -78,7 +75,6 @@ struct Fa2Traits {
   static_assert(MinBlocks >= 1 && MinBlocks * kSmemBytesPerCta() <= 228 * 1024,
                 "the occupancy target does not fit in the 228 KB of shared memory per SM");
   static_assert(!(SpreadCopies && Stages == 1), "spread copies are for the ring (stages >= 2)");
-  static_assert(!Persistent || (Stages == 2 && !QInRegisters), "persistent: the two-stage ring, Q in shared memory");
   static_assert(RescaleThreshold >= 0 && RescaleThreshold <= 10,
                 "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
   static_assert(kStages >= 1 && kStages <= 4,
