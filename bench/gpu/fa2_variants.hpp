@@ -23,11 +23,11 @@ std::vector<Fa2Variant> fa2_variants();
 // A derived type, so no variant is the same kernel symbol as a library
 // instance (two registrations of one kernel would fight over its attributes).
 #define AK_FA2_VARIANT(NAME, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE, SPREAD, \
-                       RESCALE_THRESHOLD, SWIZZLE)                                                        \
+                       RESCALE_THRESHOLD)                                                                 \
   namespace attnkit::bench {                                                                              \
   struct NAME##_traits                                                                                    \
       : cuda::Fa2Traits<__nv_bfloat16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE, SPREAD, \
-                        RESCALE_THRESHOLD, SWIZZLE> {};                                                    \
+                        RESCALE_THRESHOLD> {};                                                             \
   int NAME##_configure() { return static_cast<int>(cuda::fa2_configure<NAME##_traits>()); }               \
   int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                  \
     return static_cast<int>(cuda::fa2_launch<NAME##_traits>(p, static_cast<cudaStream_t>(s)));            \

@@ -36,10 +36,8 @@ struct Fa2Epilogue {
       const int local_row = 16 * m + g + 8 * r;
       T* dst = smem_warp + local_row * Traits::kPitch + 2 * t;
 #pragma unroll
-      for (int dt = 0; dt < Traits::kOTiles; ++dt) {
-        const int chunk = Traits::kSwizzle ? dt ^ (local_row & 7) : dt;  // as smem_chunk() places it
-        *reinterpret_cast<std::uint32_t*>(dst + chunk * 8) = pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
-      }
+      for (int dt = 0; dt < Traits::kOTiles; ++dt)
+        *reinterpret_cast<std::uint32_t*>(dst + dt * 8) = pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
       const int row = warp_row0 + local_row;
       if (p.lse != nullptr && t == 0 && row < q_len)
         p.lse[lse_offset + row * lse_row_stride] = l > 0.0f ? st.m[r] * kLn2 + logf(l) : -INFINITY;
@@ -53,7 +51,7 @@ struct Fa2Epilogue {
       const int row = warp_row0 + local_row;
       if (row < q_len)
         *reinterpret_cast<uint4*>(out_base + row * out_row_stride + col) =
-            *reinterpret_cast<const uint4*>(smem_warp + smem_at<Traits>(local_row, col));
+            *reinterpret_cast<const uint4*>(smem_warp + local_row * Traits::kPitch + col);
     }
   }
 };

@@ -12,22 +12,6 @@
 
 namespace attnkit::cuda {
 
-// Element offset of 16-byte chunk `chunk` of row `row` in a shared tile
-// (fa2/traits.hpp: padded or swizzled rows).
-template <class Traits>
-__device__ __forceinline__ int smem_chunk(int row, int chunk) {
-  if constexpr (Traits::kSwizzle) chunk ^= row & 7;
-  return row * Traits::kPitch + chunk * 8;
-}
-// The same for an element column that is a multiple of 8.
-template <class Traits>
-__device__ __forceinline__ int smem_at(int row, int col) {
-  if constexpr (Traits::kSwizzle)
-    return smem_chunk<Traits>(row, col / 8);
-  else
-    return row * Traits::kPitch + col;
-}
-
 // Copies kRows rows of one (batch, head) slice into shared memory (at a
 // shared-window byte address) with cp.async, 16 bytes per thread and pass. Each thread owns one 16-byte column
 // chunk of rows r, r + kRowsPerPass, ...: a tile costs a few address ops and
@@ -61,7 +45,7 @@ struct TileLoader {
     if (kSomeThreadsIdle && row >= kRowsPerPass) return;
     const int r = row + i * kRowsPerPass;
     if (kRows % kRowsPerPass == 0 || r < kRows)
-      cp_async_16(smem + smem_at<Traits>(r, col) * sizeof(T), slice + (row0 + r) * row_stride + col, true);
+      cp_async_16(smem + (r * Traits::kPitch + col) * sizeof(T), slice + (row0 + r) * row_stride + col, true);
   }
 
   // Rows [row0, row0 + kRows) of the slice into `smem`.
@@ -71,10 +55,7 @@ struct TileLoader {
     const T* tile = slice + row0 * row_stride;  // the tile's first row, which exists
     const T* src = tile + row * row_stride + col;
     const std::int64_t pass_stride = kRowsPerPass * row_stride;
-    // Every pass moves kRowsPerPass rows down, a multiple of 8 when swizzled:
-    // the swizzled chunk of this thread is the same in every pass.
-    static_assert(!Traits::kSwizzle || kRowsPerPass % 8 == 0, "swizzled tiles: passes of whole 8-row groups");
-    const std::uint32_t dst = smem + smem_at<Traits>(row, col) * sizeof(T);
+    const std::uint32_t dst = smem + (row * Traits::kPitch + col) * sizeof(T);
     constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kPitch * sizeof(T);
     if (row0 + kRows <= valid_rows) {  // every row exists (all but a sequence's last tile)
 #pragma unroll
@@ -112,9 +93,9 @@ struct Fa2Mainloop {
   static __device__ __forceinline__ int lane_matrix() { return (threadIdx.x & 31) >> 3; }
   static __device__ __forceinline__ int lane_row() { return threadIdx.x & 7; }
 
-  // Byte offset of element (row, col) in a shared tile; col is a multiple of 8.
+  // Byte offset of element (row, col) in a shared tile.
   static __device__ __forceinline__ std::uint32_t at(int row, int col) {
-    return static_cast<std::uint32_t>(smem_at<Traits>(row, col) * sizeof(T));
+    return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(T));
   }
 
   // A fragment of Q (row strip m of this warp) for k-step ks.
