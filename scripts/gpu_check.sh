@@ -9,12 +9,16 @@
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
+#   GPU_CHECK_AB=ab-baseline.tar ...               # A/B: also build `git archive <rev> -o ab-baseline.tar` (put in the
+#                                                  # tree, untracked, so it travels) and alternate bench_fa2 of both builds
+#                                                  # (GPU_CHECK_AB_ROUNDS=2, GPU_CHECK_AB_DIMS=64,128,256, seqlens from
+#                                                  # GPU_CHECK_SEQLENS or 512,2048,16384)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096)
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
-# bench_{attnkit,torch,variants}.json and logs.tgz (every log); the caller's own
-# tee of stdout makes the eighth.
+# bench_{attnkit,torch,variants,ab}.json and logs.tgz (every log); the caller's
+# own tee of stdout makes the eighth.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/out/gpu}"
@@ -57,7 +61,7 @@ if ! skip build; then
   step "configure + build (-j$JOBS, sm_$archs)"
   variants=OFF; skip variants || variants=ON
   targets=(test_parity test_cuda_kernels attnkit_cli)
-  { skip variants && skip bench && [[ "${GPU_CHECK_PROFILE:-0}" != 1 ]]; } || targets+=(bench_fa2)
+  { skip variants && skip bench && [[ "${GPU_CHECK_PROFILE:-0}" != 1 && -z "${GPU_CHECK_AB:-}" ]]; } || targets+=(bench_fa2)
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
     -DATTNKIT_BENCH_FA2_VARIANTS=$variants \
     "${CMAKE_EXTRA[@]}" > "$LOGS/configure.log" 2>&1 || { tail -30 "$LOGS/configure.log"; exit 1; }
@@ -182,6 +186,29 @@ if ! skip variants; then
   "$BUILD/bench/gpu/bench_fa2" --variants --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
+fi
+
+if [[ -n "${GPU_CHECK_AB:-}" ]]; then
+  ab_dims="${GPU_CHECK_AB_DIMS:-64,128,256}" ab_seq="${GPU_CHECK_SEQLENS:-512,2048,16384}"
+  step "A/B: bench_fa2 of this tree vs $GPU_CHECK_AB (d$ab_dims, s$ab_seq), alternated"
+  ab_src=/tmp/attnkit-ab-src ab_build="$BUILD-ab"
+  rm -rf "$ab_src" && mkdir -p "$ab_src" && tar -xf "$ROOT/$GPU_CHECK_AB" -C "$ab_src" \
+    && cmake -S "$ab_src" -B "$ab_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${archs:-90}" \
+         "${CMAKE_EXTRA[@]}" > "$LOGS/ab_configure.log" 2>&1 \
+    && cmake --build "$ab_build" -j"$JOBS" --target bench_fa2 > "$LOGS/ab_build.log" 2>&1
+  if [[ -x "$ab_build/bench/gpu/bench_fa2" ]]; then
+    new_runs=() base_runs=()
+    for r in $(seq 1 "${GPU_CHECK_AB_ROUNDS:-2}"); do
+      "$BUILD/bench/gpu/bench_fa2" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 --json "$LOGS/ab_new_$r.json" \
+        > /dev/null 2>>"$LOGS/ab_bench.log" && new_runs+=("$LOGS/ab_new_$r.json")
+      "$ab_build/bench/gpu/bench_fa2" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 --json "$LOGS/ab_base_$r.json" \
+        > /dev/null 2>>"$LOGS/ab_bench.log" && base_runs+=("$LOGS/ab_base_$r.json")
+    done
+    python3 "$ROOT/bench/gpu/ab_report.py" --new "${new_runs[@]}" --base "${base_runs[@]}" --out-json "$OUT/bench_ab.json" \
+      || status=1
+  else
+    echo "A/B baseline did not build:"; tail -20 "$LOGS/ab_build.log" "$LOGS/ab_configure.log" 2>/dev/null; status=1
+  fi
 fi
 
 if ! skip bench; then
