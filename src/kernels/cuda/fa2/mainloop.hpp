@@ -211,26 +211,37 @@ struct Fa2Mainloop {
       online_softmax_exact(s, o, st, score_scale);
   }
 
+  // c * rowmax(s) of row r of strip m over this tile, the quad's 4 threads combined.
+  static __device__ __forceinline__ float tile_row_max(const SFrag& s, int m, int r, float score_scale) {
+    float row_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kSTiles; ++nt) row_max = fmaxf(row_max, fmaxf(s[m][nt][2 * r], s[m][nt][2 * r + 1]));
+    return quad_max(row_max) * score_scale;
+  }
+
+  // s <- P = 2^(c s - m_sub) for row r of strip m; returns this thread's sum of P.
+  static __device__ __forceinline__ float exponentiate_row(SFrag& s, int m, int r, float score_scale, float m_sub) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      s[m][nt][2 * r] = fast_exp2(fmaf(s[m][nt][2 * r], score_scale, -m_sub));
+      s[m][nt][2 * r + 1] = fast_exp2(fmaf(s[m][nt][2 * r + 1], score_scale, -m_sub));
+      sum += s[m][nt][2 * r] + s[m][nt][2 * r + 1];
+    }
+    return sum;
+  }
+
   static __device__ __forceinline__ void online_softmax_exact(SFrag& s, OFrag& o, OnlineSoftmax (&st)[kM],
                                                               float score_scale) {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float row_max = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kSTiles; ++nt) row_max = fmaxf(row_max, fmaxf(s[m][nt][2 * r], s[m][nt][2 * r + 1]));
-        const float mx = fmaxf(st[m].m[r], quad_max(row_max) * score_scale);
+        const float mx = fmaxf(st[m].m[r], tile_row_max(s, m, r, score_scale));
         const float m_sub = mx == -INFINITY ? 0.0f : mx;
         const float alpha = fast_exp2(st[m].m[r] - m_sub);
         st[m].m[r] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kSTiles; ++nt) {
-          s[m][nt][2 * r] = fast_exp2(fmaf(s[m][nt][2 * r], score_scale, -m_sub));
-          s[m][nt][2 * r + 1] = fast_exp2(fmaf(s[m][nt][2 * r + 1], score_scale, -m_sub));
-          sum += s[m][nt][2 * r] + s[m][nt][2 * r + 1];
-        }
+        const float sum = exponentiate_row(s, m, r, score_scale, m_sub);
         st[m].l[r] = st[m].l[r] * alpha + sum;
 #pragma unroll
         for (int dt = 0; dt < kOTiles; ++dt) {
@@ -258,10 +269,7 @@ struct Fa2Mainloop {
     for (int m = 0; m < kM; ++m)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float row_max = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kSTiles; ++nt) row_max = fmaxf(row_max, fmaxf(s[m][nt][2 * r], s[m][nt][2 * r + 1]));
-        const float tile_max = quad_max(row_max) * score_scale;
+        const float tile_max = tile_row_max(s, m, r, score_scale);
         // m = -inf (no visible key yet): any finite tile max moves it, and 2^(-inf) = 0 clears O and l.
         const bool move = tile_max > st[m].m[r] + kThreshold;
         alpha[m][r] = move ? fast_exp2(st[m].m[r] - tile_max) : 1.0f;
@@ -284,13 +292,7 @@ struct Fa2Mainloop {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float m_sub = st[m].m[r] == -INFINITY ? 0.0f : st[m].m[r];
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kSTiles; ++nt) {
-          s[m][nt][2 * r] = fast_exp2(fmaf(s[m][nt][2 * r], score_scale, -m_sub));
-          s[m][nt][2 * r + 1] = fast_exp2(fmaf(s[m][nt][2 * r + 1], score_scale, -m_sub));
-          sum += s[m][nt][2 * r] + s[m][nt][2 * r + 1];
-        }
+        const float sum = exponentiate_row(s, m, r, score_scale, m_sub);
         st[m].l[r] = st[m].l[r] * alpha[m][r] + sum;
       }
   }
