@@ -204,8 +204,12 @@ if [[ -n "${GPU_CHECK_AB:-}" ]]; then
       "$ab_build/bench/gpu/bench_fa2" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 --json "$LOGS/ab_base_$r.json" \
         > /dev/null 2>>"$LOGS/ab_bench.log" && base_runs+=("$LOGS/ab_base_$r.json")
     done
-    python3 "$ROOT/bench/gpu/ab_report.py" --new "${new_runs[@]}" --base "${base_runs[@]}" --out-json "$OUT/bench_ab.json" \
-      || status=1
+    if (( ${#new_runs[@]} == 0 || ${#base_runs[@]} == 0 )); then
+      echo "A/B: bench_fa2 failed:"; tail -5 "$LOGS/ab_bench.log"; status=1
+    else
+      python3 "$ROOT/bench/gpu/ab_report.py" --new "${new_runs[@]}" --base "${base_runs[@]}" --out-json "$OUT/bench_ab.json" \
+        || status=1
+    fi
   else
     echo "A/B baseline did not build:"; tail -20 "$LOGS/ab_build.log" "$LOGS/ab_configure.log" 2>/dev/null; status=1
   fi
