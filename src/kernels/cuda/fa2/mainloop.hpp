@@ -98,6 +98,18 @@ struct Fa2Mainloop {
     return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(T));
   }
 
+  // C[strip][t..t+1] += A[strip] B for every row strip: one ldmatrix.x4 B
+  // fragment holds two n8 tiles (b0,b1: tile t; b2,b3: tile t+1).
+  template <int kTiles>
+  static __device__ __forceinline__ void mma_tile_pair(float (&c)[kM][kTiles][4], const std::uint32_t (&a)[kM][4],
+                                                       const std::uint32_t (&b)[4], int t) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      mma_16816<T>(c[m][t], a[m], b[0], b[1]);
+      mma_16816<T>(c[m][t + 1], a[m], b[2], b[3]);
+    }
+  }
+
   // A fragment of Q (row strip m of this warp) for k-step ks.
   static __device__ __forceinline__ void load_q_fragment(std::uint32_t (&a)[4], std::uint32_t sQ_warp, int m,
                                                          int ks) {
@@ -152,11 +164,7 @@ struct Fa2Mainloop {
         const int i = ks * kPairs + np, nt = 2 * np;
         if (i + D < kSteps) load_step(i + D);
         const auto& bi = b[i % (D + 1)];
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          mma_16816<T>(s[m][nt], a[ks & 1][m], bi[0], bi[1]);
-          mma_16816<T>(s[m][nt + 1], a[ks & 1][m], bi[2], bi[3]);
-        }
+        mma_tile_pair(s, a[ks & 1], bi, nt);
       }
       after_step(ks);
     }
@@ -338,11 +346,7 @@ struct Fa2Mainloop {
         const int i = kk * kPairs + dp, dt = 2 * dp;
         if (i + D < kSteps) load_v(i + D);
         const auto& bi = b[i % (D + 1)];
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          mma_16816<T>(o[m][dt], a[m], bi[0], bi[1]);
-          mma_16816<T>(o[m][dt + 1], a[m], bi[2], bi[3]);
-        }
+        mma_tile_pair(o, a, bi, dt);
       }
     }
   }
