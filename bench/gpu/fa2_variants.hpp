@@ -19,7 +19,8 @@ std::vector<Fa2Variant> fa2_variants();
 
 }  // namespace attnkit::bench
 
-// Defines variant NAME with Fa2Traits<bf16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE, SPREAD>.
+// Defines variant NAME with Fa2Traits<bf16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS,
+// PREFETCH_DISTANCE, SPREAD, RESCALE_THRESHOLD>.
 // A derived type, so no variant is the same kernel symbol as a library
 // instance (two registrations of one kernel would fight over its attributes).
 #define AK_FA2_VARIANT(NAME, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE, SPREAD, \

@@ -12,13 +12,19 @@
 
 namespace attnkit::cuda {
 
+// Byte offset of element (row, col) in a shared tile (rows kPitch elements apart).
+template <class Traits>
+__device__ __forceinline__ std::uint32_t tile_offset(int row, int col) {
+  return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(typename Traits::T));
+}
+
 // Copies kRows rows of one (batch, head) slice into shared memory (at a
-// shared-window byte address) with cp.async, 16 bytes per thread and pass. Each thread owns one 16-byte column
-// chunk of rows r, r + kRowsPerPass, ...: a tile costs a few address ops and
-// the cp.async instructions (a per-chunk divide and 64-bit
-// multiply had been a third of all instructions at d128, per ncu). Rows at or
-// past `valid_rows` (the sequence end; only the last tile) are zero-filled and
-// never read from global memory.
+// shared-window byte address) with cp.async, 16 bytes per thread and pass.
+// Each thread owns one 16-byte column chunk of rows r, r + kRowsPerPass, ...:
+// a tile costs a few address ops and the cp.async instructions (a per-chunk
+// divide and 64-bit multiply had been a third of all instructions at d128,
+// per ncu). Rows at or past `valid_rows` (the sequence end; only the last
+// tile) are zero-filled and never read from global memory.
 template <class Traits, int kRows>
 struct TileLoader {
   using T = typename Traits::T;
@@ -45,7 +51,7 @@ struct TileLoader {
     if (kSomeThreadsIdle && row >= kRowsPerPass) return;
     const int r = row + i * kRowsPerPass;
     if (kRows % kRowsPerPass == 0 || r < kRows)
-      cp_async_16(smem + (r * Traits::kPitch + col) * sizeof(T), slice + (row0 + r) * row_stride + col, true);
+      cp_async_16(smem + tile_offset<Traits>(r, col), slice + (row0 + r) * row_stride + col, true);
   }
 
   // Rows [row0, row0 + kRows) of the slice into `smem`.
@@ -55,8 +61,8 @@ struct TileLoader {
     const T* tile = slice + row0 * row_stride;  // the tile's first row, which exists
     const T* src = tile + row * row_stride + col;
     const std::int64_t pass_stride = kRowsPerPass * row_stride;
-    const std::uint32_t dst = smem + (row * Traits::kPitch + col) * sizeof(T);
-    constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kPitch * sizeof(T);
+    const std::uint32_t dst = smem + tile_offset<Traits>(row, col);
+    constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kPitch * sizeof(T);  // tile_offset(kRowsPerPass, 0)
     if (row0 + kRows <= valid_rows) {  // every row exists (all but a sequence's last tile)
 #pragma unroll
       for (int i = 0; i < kPasses; ++i)
@@ -93,11 +99,6 @@ struct Fa2Mainloop {
   static __device__ __forceinline__ int lane_matrix() { return (threadIdx.x & 31) >> 3; }
   static __device__ __forceinline__ int lane_row() { return threadIdx.x & 7; }
 
-  // Byte offset of element (row, col) in a shared tile.
-  static __device__ __forceinline__ std::uint32_t at(int row, int col) {
-    return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(T));
-  }
-
   // C[strip][t..t+1] += A[strip] B for every row strip: one ldmatrix.x4 B
   // fragment holds two n8 tiles (b0,b1: tile t; b2,b3: tile t+1).
   template <int kTiles>
@@ -114,7 +115,7 @@ struct Fa2Mainloop {
   static __device__ __forceinline__ void load_q_fragment(std::uint32_t (&a)[4], std::uint32_t sQ_warp, int m,
                                                          int ks) {
     const int mi = lane_matrix();
-    ldmatrix_x4(a, sQ_warp + at(m * 16 + (mi & 1) * 8 + lane_row(), ks * 16 + (mi >> 1) * 8));
+    ldmatrix_x4(a, sQ_warp + tile_offset<Traits>(m * 16 + (mi & 1) * 8 + lane_row(), ks * 16 + (mi >> 1) * 8));
   }
 
   // S[strip][16 x kBlockN] = Q K^T for the tile in sK (fp32 accumulators). Each
@@ -151,7 +152,8 @@ struct Fa2Mainloop {
     auto load_step = [&](int i) {
       const int ks = i / kPairs, nt = 2 * (i % kPairs);
       if (i % kPairs == 0) load_a(a[ks & 1], ks);
-      ldmatrix_x4(b[i % (D + 1)], sK + at(nt * 8 + (mi >> 1) * 8 + lane_row(), ks * 16 + (mi & 1) * 8));
+      ldmatrix_x4(b[i % (D + 1)],
+                  sK + tile_offset<Traits>(nt * 8 + (mi >> 1) * 8 + lane_row(), ks * 16 + (mi & 1) * 8));
     };
 #pragma unroll
     for (int i = 0; i < D; ++i) load_step(i);
@@ -313,7 +315,7 @@ struct Fa2Mainloop {
     constexpr int kPairs = kOTiles / 2;
     const int mi = lane_matrix(), kk = i / kPairs, dt = 2 * (i % kPairs);
     ldmatrix_x4_trans(b[i % (Traits::kPrefetchDistance + 1)],
-                      sV + at(kk * 16 + (mi & 1) * 8 + lane_row(), (dt + (mi >> 1)) * 8));
+                      sV + tile_offset<Traits>(kk * 16 + (mi & 1) * 8 + lane_row(), (dt + (mi >> 1)) * 8));
   }
 
   // The first D steps' V fragments: issued by the kernel before the softmax
