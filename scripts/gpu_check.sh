@@ -192,11 +192,11 @@ if [[ -n "${GPU_CHECK_AB:-}" ]]; then
   ab_dims="${GPU_CHECK_AB_DIMS:-64,128,256}" ab_seq="${GPU_CHECK_SEQLENS:-512,2048,16384}"
   step "A/B: bench_fa2 of this tree vs $GPU_CHECK_AB (d$ab_dims, s$ab_seq), alternated"
   ab_src=/tmp/attnkit-ab-src ab_build="$BUILD-ab"
-  rm -rf "$ab_src" && mkdir -p "$ab_src" && tar -xf "$ROOT/$GPU_CHECK_AB" -C "$ab_src" \
+  # A failed rebuild must not fall back on an older baseline left in $ab_build.
+  if rm -rf "$ab_src" && mkdir -p "$ab_src" && tar -xf "$ROOT/$GPU_CHECK_AB" -C "$ab_src" \
     && cmake -S "$ab_src" -B "$ab_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${archs:-90}" \
          "${CMAKE_EXTRA[@]}" > "$LOGS/ab_configure.log" 2>&1 \
-    && cmake --build "$ab_build" -j"$JOBS" --target bench_fa2 > "$LOGS/ab_build.log" 2>&1
-  if [[ -x "$ab_build/bench/gpu/bench_fa2" ]]; then
+    && cmake --build "$ab_build" -j"$JOBS" --target bench_fa2 > "$LOGS/ab_build.log" 2>&1; then
     new_runs=() base_runs=()
     for r in $(seq 1 "${GPU_CHECK_AB_ROUNDS:-2}"); do
       "$BUILD/bench/gpu/bench_fa2" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 --json "$LOGS/ab_new_$r.json" \
