@@ -14,7 +14,8 @@
 #                                                  # (GPU_CHECK_AB_ROUNDS=2, GPU_CHECK_AB_DIMS=64,128,256, seqlens from
 #                                                  # GPU_CHECK_SEQLENS or 512,2048,16384)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
-#     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096)
+#     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096; GPU_CHECK_PROFILE_VARIANT=<name>:
+#     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
 # bench_{attnkit,torch,variants,ab}.json and logs.tgz (every log); the caller's
@@ -59,7 +60,7 @@ if ! skip build; then
   archs="${GPU_CHECK_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')}"
   [[ "$archs" =~ ^[0-9]+$ ]] || archs=90
   step "configure + build (-j$JOBS, sm_$archs)"
-  variants=OFF; skip variants || variants=ON
+  variants=OFF; { skip variants && [[ -z "${GPU_CHECK_PROFILE_VARIANT:-}" ]]; } || variants=ON
   targets=(test_parity test_cuda_kernels attnkit_cli)
   { skip variants && skip bench && [[ "${GPU_CHECK_PROFILE:-0}" != 1 && -z "${GPU_CHECK_AB:-}" ]]; } || targets+=(bench_fa2)
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
@@ -167,8 +168,11 @@ fi
 if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
   pd="${GPU_CHECK_PROFILE_DIM:-128}" ps="${GPU_CHECK_PROFILE_SEQLEN:-4096}"
   step "ncu: fa2 vs PyTorch FLASH, bf16 d$pd s$ps non-causal (reports in logs.tgz)"
-  ncu --set full --import-source yes -k regex:fa2_forward --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_fa2" \
-    "$BUILD/bench/gpu/bench_fa2" --dims "$pd" --seqlens "$ps" --iters 1 --warmup 2 > "$LOGS/ncu_fa2.log" 2>&1
+  # GPU_CHECK_PROFILE_VARIANT=<name in fa2_variants.def>: profile that variant instead of the shipped kernel.
+  pv="${GPU_CHECK_PROFILE_VARIANT:-}"
+  if [[ -n "$pv" ]]; then fa2_kernel="regex:[0-9]${pv}_traits" fa2_args=(--variants); else fa2_kernel=regex:fa2_forward fa2_args=(--dims "$pd"); fi
+  ncu --set full --import-source yes --kernel-name-base mangled -k "$fa2_kernel" --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_fa2" \
+    "$BUILD/bench/gpu/bench_fa2" "${fa2_args[@]}" --seqlens "$ps" --iters 1 --warmup 2 > "$LOGS/ncu_fa2.log" 2>&1
   ncu --set full -k regex:flash_fwd --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_flash" \
     python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" --backends flash --dims "$pd" --seqlens "$ps" --iters 1 --warmup 2 \
     --json /dev/null > "$LOGS/ncu_flash.log" 2>&1
@@ -177,6 +181,17 @@ if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page source --print-source sass --csv > "$LOGS/ncu_${r}_sass.csv" 2>&1
     grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Local Memory" \
       "$LOGS/ncu_${r}_details.txt" | sed "s/^/$r: /" | head -12
+    # Where warps wait: the stall reasons, cycles per issued instruction.
+    ncu -i "$LOGS/ncu_$r.ncu-rep" --page raw --csv --metrics regex:smsp__average_warp.*issue_stalled_.*_per_issue_active \
+      > "$LOGS/ncu_${r}_stalls.csv" 2>&1
+    python3 - "$LOGS/ncu_${r}_stalls.csv" "$r" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if len(rows) >= 3:
+    vals = {h.split("stalled_")[1].split("_per")[0]: v for h, v in zip(rows[0], rows[-1]) if "stalled_" in h}
+    top = sorted(((float(v.replace(",", "")), k) for k, v in vals.items() if v.replace(",", "").replace(".", "").isdigit()), reverse=True)[:8]
+    print(sys.argv[2] + " stalls/issue:", "  ".join(f"{k} {v:.2f}" for v, k in top))
+PY
   done
 fi
 

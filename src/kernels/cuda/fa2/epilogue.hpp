@@ -20,7 +20,8 @@ struct Fa2Epilogue {
   static __device__ __forceinline__ void store(const AttnParams& p,
                                                const float (&o_all)[Traits::kMTiles][Traits::kOTiles][4],
                                                const OnlineSoftmax (&st_all)[Traits::kMTiles], float sink_log2,
-                                               bool has_sink, T* smem_warp, T* out_base, std::int64_t out_row_stride,
+                                               bool has_sink, unsigned char* smem_warp, T* out_base,
+                                               std::int64_t out_row_stride,
                                                int warp_row0, int q_len, std::int64_t lse_offset,
                                                std::int64_t lse_row_stride) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -34,10 +35,10 @@ struct Fa2Epilogue {
       if (has_sink) l += fast_exp2(sink_log2 - m_sub);
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const int local_row = 16 * m + g + 8 * r;
-      T* dst = smem_warp + local_row * Traits::kPitch + 2 * t;
 #pragma unroll
       for (int dt = 0; dt < Traits::kOTiles; ++dt)
-        *reinterpret_cast<std::uint32_t*>(dst + dt * 8) = pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+        *reinterpret_cast<std::uint32_t*>(smem_warp + tile_offset<Traits>(local_row, dt * 8 + 2 * t)) =
+            pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
       const int row = warp_row0 + local_row;
       if (p.lse != nullptr && t == 0 && row < q_len)
         p.lse[lse_offset + row * lse_row_stride] = l > 0.0f ? st.m[r] * kLn2 + logf(l) : -INFINITY;
@@ -51,7 +52,7 @@ struct Fa2Epilogue {
       const int row = warp_row0 + local_row;
       if (row < q_len)
         *reinterpret_cast<uint4*>(out_base + row * out_row_stride + col) =
-            *reinterpret_cast<const uint4*>(smem_warp + local_row * Traits::kPitch + col);
+            *reinterpret_cast<const uint4*>(smem_warp + tile_offset<Traits>(local_row, col));
     }
   }
 };

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
                                       ? tile.head * p.lse_strides[0] + span.q_offset * p.lse_strides[1]
                                       : tile.batch * p.lse_strides[0] + tile.head * p.lse_strides[1];
   const std::int64_t lse_row_stride = p.layout == Layout::thd ? p.lse_strides[1] : p.lse_strides[2];
-  T* sQ_warp_staging = reinterpret_cast<T*>(smem_raw + warp * kWarpQBytes);
+  unsigned char* sQ_warp_staging = smem_raw + warp * kWarpQBytes;
   Fa2Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, sQ_warp_staging, static_cast<T*>(p.out) + o_rows.offset,
                              o_rows.row_stride, warp_row0, span.q_len, lse_offset, lse_row_stride);
 }

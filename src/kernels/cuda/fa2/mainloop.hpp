@@ -12,10 +12,35 @@
 
 namespace attnkit::cuda {
 
-// Byte offset of element (row, col) in a shared tile (rows kPitch elements apart).
+// Byte offset of element (row, col) in a shared tile (rows kRowBytes apart;
+// swizzled tiles store 16-byte chunk c of row r at chunk c ^ (r % 8)).
 template <class Traits>
 __device__ __forceinline__ std::uint32_t tile_offset(int row, int col) {
-  return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(typename Traits::T));
+  if constexpr (Traits::kSwizzle)
+    return static_cast<std::uint32_t>(row * Traits::kRowBytes + ((((col >> 3) ^ (row & 7)) << 4) | ((col & 7) * 2)));
+  else
+    return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(typename Traits::T));
+}
+
+// ldmatrix.x4 address offset of this lane for one fragment. Lane L names row
+// L % 8 of matrix L / 8; the four 8x8 matrices of a fragment whose first row
+// is row0 (a multiple of 8) and first 16-byte chunk is chunk0 (even) sit at
+// rows row0 + 8 * row_bit and chunks chunk0 + chunk_bit, two bits of L / 8:
+// rows first (Q, V^T: matrix i at row bit i & 1, chunk bit i >> 1) or chunks
+// first (K: row bit i >> 1, chunk bit i & 1). In a swizzled tile the lane's
+// row % 8 is L % 8, so only chunk0's low bits move the XOR: the lane's part
+// is one value, and each fragment column costs one XOR, the rest immediates.
+template <class Traits, bool kRowsFirst>
+__device__ __forceinline__ std::uint32_t fragment_offset(int row0, int chunk0) {
+  const int mi = (threadIdx.x & 31) >> 3, lr = threadIdx.x & 7;
+  const int row_bit = kRowsFirst ? (mi & 1) : (mi >> 1), chunk_bit = kRowsFirst ? (mi >> 1) : (mi & 1);
+  if constexpr (Traits::kSwizzle) {
+    const auto lane = static_cast<std::uint32_t>((row_bit * 8 + lr) * Traits::kRowBytes + ((chunk_bit ^ lr) << 4));
+    return (lane ^ static_cast<std::uint32_t>((chunk0 & 7) << 4)) +
+           static_cast<std::uint32_t>(row0 * Traits::kRowBytes + (chunk0 & ~7) * 16);
+  } else {
+    return tile_offset<Traits>(row0 + row_bit * 8 + lr, chunk0 * 8 + chunk_bit * 8);
+  }
 }
 
 // Copies kRows rows of one (batch, head) slice into shared memory (at a
@@ -62,20 +87,33 @@ struct TileLoader {
     const T* src = tile + row * row_stride + col;
     const std::int64_t pass_stride = kRowsPerPass * row_stride;
     const std::uint32_t dst = smem + tile_offset<Traits>(row, col);
-    constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kPitch * sizeof(T);  // tile_offset(kRowsPerPass, 0)
     if (row0 + kRows <= valid_rows) {  // every row exists (all but a sequence's last tile)
 #pragma unroll
       for (int i = 0; i < kPasses; ++i)
         if (kRows % kRowsPerPass == 0 || row + i * kRowsPerPass < kRows)
-          cp_async_16(dst + i * kPassBytes, src + i * pass_stride, true);
+          cp_async_16(pass_dst(dst, i), src + i * pass_stride, true);
     } else {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = row + i * kRowsPerPass;
         const bool valid = row0 + r < valid_rows;
         if (kRows % kRowsPerPass == 0 || r < kRows)  // a skipped chunk still names an existing address
-          cp_async_16(dst + i * kPassBytes, valid ? src + i * pass_stride : tile, valid);
+          cp_async_16(pass_dst(dst, i), valid ? src + i * pass_stride : tile, valid);
       }
+    }
+  }
+
+  // This thread's destination in pass i, from its pass-0 destination dst0
+  // (row thread_row() < kRowsPerPass). Swizzled: row r + i * kRowsPerPass has
+  // r % 8 XOR (i * kRowsPerPass) % 8 as its low bits (no carry: kRowsPerPass
+  // divides 8 or is a multiple of it), and the tile base is 128-byte aligned.
+  static __device__ __forceinline__ std::uint32_t pass_dst(std::uint32_t dst0, int i) {
+    constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kRowBytes;  // tile_offset(kRowsPerPass, 0), padded
+    if constexpr (Traits::kSwizzle) {
+      static_assert(kRowsPerPass % 8 == 0 || 8 % kRowsPerPass == 0, "swizzled tiles: passes of 1, 2, 4 or 8k rows");
+      return (dst0 ^ static_cast<std::uint32_t>(((i * kRowsPerPass) & 7) << 4)) + i * kPassBytes;
+    } else {
+      return dst0 + i * kPassBytes;
     }
   }
 };
@@ -95,10 +133,6 @@ struct Fa2Mainloop {
   using SFrag = float[kM][kSTiles][4];  // S (then P) of one key tile, per row strip
   using OFrag = float[kM][kOTiles][4];  // the output accumulator, per row strip
 
-  // ldmatrix.x4 row address of this lane: lanes 8i..8i+7 address matrix i.
-  static __device__ __forceinline__ int lane_matrix() { return (threadIdx.x & 31) >> 3; }
-  static __device__ __forceinline__ int lane_row() { return threadIdx.x & 7; }
-
   // C[strip][t..t+1] += A[strip] B for every row strip: one ldmatrix.x4 B
   // fragment holds two n8 tiles (b0,b1: tile t; b2,b3: tile t+1).
   template <int kTiles>
@@ -114,8 +148,7 @@ struct Fa2Mainloop {
   // A fragment of Q (row strip m of this warp) for k-step ks.
   static __device__ __forceinline__ void load_q_fragment(std::uint32_t (&a)[4], std::uint32_t sQ_warp, int m,
                                                          int ks) {
-    const int mi = lane_matrix();
-    ldmatrix_x4(a, sQ_warp + tile_offset<Traits>(m * 16 + (mi & 1) * 8 + lane_row(), ks * 16 + (mi >> 1) * 8));
+    ldmatrix_x4(a, sQ_warp + fragment_offset<Traits, /*kRowsFirst=*/true>(m * 16, 2 * ks));
   }
 
   // S[strip][16 x kBlockN] = Q K^T for the tile in sK (fp32 accumulators). Each
@@ -129,7 +162,6 @@ struct Fa2Mainloop {
     for (int m = 0; m < kM; ++m)
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt) s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.0f;
-    const int mi = lane_matrix();
     // Flattened steps i = (k-step ks, pair of n8 tiles np). K fragments for
     // step i + D are loaded before the mmas of step i (a ring of D + 1
     // buffers); the Q fragment of a k-step is loaded with its first K step.
@@ -152,8 +184,7 @@ struct Fa2Mainloop {
     auto load_step = [&](int i) {
       const int ks = i / kPairs, nt = 2 * (i % kPairs);
       if (i % kPairs == 0) load_a(a[ks & 1], ks);
-      ldmatrix_x4(b[i % (D + 1)],
-                  sK + tile_offset<Traits>(nt * 8 + (mi >> 1) * 8 + lane_row(), ks * 16 + (mi & 1) * 8));
+      ldmatrix_x4(b[i % (D + 1)], sK + fragment_offset<Traits, /*kRowsFirst=*/false>(nt * 8, 2 * ks));
     };
 #pragma unroll
     for (int i = 0; i < D; ++i) load_step(i);
@@ -313,9 +344,9 @@ struct Fa2Mainloop {
   // matrices (transposed): (keys lo, dims dt), (keys hi, dims dt), (keys lo, dims dt+1), (keys hi, dims dt+1)
   static __device__ __forceinline__ void load_v_fragment(VFrags& b, std::uint32_t sV, int i) {
     constexpr int kPairs = kOTiles / 2;
-    const int mi = lane_matrix(), kk = i / kPairs, dt = 2 * (i % kPairs);
+    const int kk = i / kPairs, dt = 2 * (i % kPairs);
     ldmatrix_x4_trans(b[i % (Traits::kPrefetchDistance + 1)],
-                      sV + tile_offset<Traits>(kk * 16 + (mi & 1) * 8 + lane_row(), (dt + (mi >> 1)) * 8));
+                      sV + fragment_offset<Traits, /*kRowsFirst=*/true>(kk * 16, dt));
   }
 
   // The first D steps' V fragments: issued by the kernel before the softmax

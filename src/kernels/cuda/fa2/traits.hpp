@@ -16,7 +16,7 @@
 namespace attnkit::cuda {
 
 template <class T_, int HeadDim, int MTiles, int BlockN, int Warps, int Stages, bool QInRegisters, int MinBlocks,
-          int PrefetchDistance = 1, bool SpreadCopies = false, int RescaleThreshold = 0>
+          int PrefetchDistance = 1, bool SpreadCopies = false, int RescaleThreshold = 0, bool Swizzle = false>
 struct Fa2Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDim = HeadDim;
@@ -47,9 +47,19 @@ struct Fa2Traits {
   // One K and one V buffer, each waited for where it is first read.
   static constexpr bool kSingleBuffered = Stages == 1;
 
-  // Shared rows are padded by 16 bytes: the 8 row addresses of one ldmatrix
-  // then fall in 8 different 16-byte bank groups (no conflicts, no swizzle).
-  static constexpr int kPitch = kHeadDim + 8;  // elements
+  // The 8 row addresses of one ldmatrix fall in 8 different 16-byte bank
+  // groups either way (no conflicts):
+  //  - padded: rows 16 bytes longer than the data;
+  //  - swizzled: unpadded rows, 16-byte chunk c of row r stored at chunk
+  //    c ^ (r % 8). Rows then start on 128-byte lines, so each 8-lane phase of
+  //    a cp.async (128 contiguous bytes of one row) fills one line: ncu at
+  //    d256 counted 2.5x the ideal shared wavefronts and 1.5x the L2 sectors
+  //    for the padded tiles' copies, and warps waiting on the copies' address
+  //    registers (the ldmatrix side pays one XOR per fragment column:
+  //    mainloop.hpp's fragment_offset).
+  static constexpr bool kSwizzle = Swizzle;
+  static constexpr int kPitch = Swizzle ? kHeadDim : kHeadDim + 8;  // elements
+  static constexpr int kRowBytes = kPitch * 2;
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte cp.async chunks
 
   static constexpr int kKSteps = kHeadDim / 16;  // k-steps of S = Q K^T over the head dim
@@ -75,6 +85,7 @@ struct Fa2Traits {
   static_assert(MinBlocks >= 1 && MinBlocks * kSmemBytesPerCta() <= 228 * 1024,
                 "the occupancy target does not fit in the 228 KB of shared memory per SM");
   static_assert(!(SpreadCopies && Stages == 1), "spread copies are for the ring (stages >= 2)");
+  static_assert(!Swizzle || kChunksPerRow % 8 == 0, "the swizzle permutes whole 128-byte groups of a row");
   static_assert(RescaleThreshold >= 0 && RescaleThreshold <= 10,
                 "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
   static_assert(kStages >= 1 && kStages <= 4,
