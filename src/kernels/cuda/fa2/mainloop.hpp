@@ -110,7 +110,6 @@ struct TileLoader {
   static __device__ __forceinline__ std::uint32_t pass_dst(std::uint32_t dst0, int i) {
     constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kRowBytes;  // tile_offset(kRowsPerPass, 0), padded
     if constexpr (Traits::kSwizzle) {
-      static_assert(kRowsPerPass % 8 == 0 || 8 % kRowsPerPass == 0, "swizzled tiles: passes of 1, 2, 4 or 8k rows");
       return (dst0 ^ static_cast<std::uint32_t>(((i * kRowsPerPass) & 7) << 4)) + i * kPassBytes;
     } else {
       return dst0 + i * kPassBytes;

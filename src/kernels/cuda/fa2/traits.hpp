@@ -86,6 +86,9 @@ struct Fa2Traits {
                 "the occupancy target does not fit in the 228 KB of shared memory per SM");
   static_assert(!(SpreadCopies && Stages == 1), "spread copies are for the ring (stages >= 2)");
   static_assert(!Swizzle || kChunksPerRow % 8 == 0, "the swizzle permutes whole 128-byte groups of a row");
+  static_assert(!Swizzle || (kThreads % kChunksPerRow == 0 &&
+                             ((kThreads / kChunksPerRow) % 8 == 0 || 8 % (kThreads / kChunksPerRow) == 0)),
+                "swizzled tiles: each cp.async pass covers 1, 2, 4 or a multiple of 8 whole rows (d192: no)");
   static_assert(RescaleThreshold >= 0 && RescaleThreshold <= 10,
                 "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
   static_assert(kStages >= 1 && kStages <= 4,
@@ -96,15 +99,21 @@ struct Fa2Traits {
 
 // The tile shape chosen per head dim (the instance table picks dtype x dim).
 // Registers per thread: O = kMTiles*kHeadDim/2 floats, S = kMTiles*kBlockN/2,
-// Q (if kept) = kMTiles*kHeadDim/4. d64..d128: 4 warps x 32 rows, so every K/V
-// fragment feeds two mmas, and two CTAs per SM, whose independent barriers hide
-// each other's load waits (d96 at 64-key tiles spills 24 bytes and is still
-// the fastest measured). d192/d256: 8 warps x 16 rows, one CTA per SM (O alone
-// is 96-128 registers). Lazy rescaling only at d128 (+2-6%, and no spill):
-// d256 measured equal, d64 slower (it spills there). Chosen with bench_fa2
-// --variants on an H200 (docs/perf/gpu-fa2.md).
+// Q (if kept) = kMTiles*kHeadDim/4.
+//  - d64..d128: 4 warps x 32 rows, so every K/V fragment feeds two mmas, and
+//    two CTAs per SM, whose independent barriers hide each other's load waits
+//    (d96 at 64-key tiles is the fastest measured). d128 swizzled (+3-6%);
+//    d64 padded (swizzled: +1-3% non-causal, -14% causal s512).
+//  - d256: FlashAttention-2's H200 shape, 4 warps x 16 rows, one K and one V
+//    buffer, two CTAs per SM (O alone is 128 registers), swizzled: padded, the
+//    same shape was up to 10% slower than 8 warps x 16 rows; swizzled (and
+//    lazy) it is 6-24% faster (the copies' excess sectors and wavefronts
+//    were its bottleneck).
+//  - d192: 8 warps x 16 rows, one CTA per SM (not in the benchmark grid).
+// Lazy rescaling at d128 and d256 (+2-6%); d64 slower (it spills there).
+// Chosen with bench_fa2 --variants on an H200 (docs/perf/gpu-fa2.md).
 //                         T  dim strips BlockN warps stages Q-in-regs CTAs/SM prefetch-distance spread-copies
-//                         lazy-rescale-threshold
+//                         lazy-rescale-threshold swizzle
 template <class T, int HeadDim>
 struct Fa2Config;
 template <class T>
@@ -112,10 +121,10 @@ struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2
 template <class T>
 struct Fa2Config<T, 96> { using Traits = Fa2Traits<T, 96, 2, 64, 4, 2, false, 2, 0>; };
 template <class T>
-struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, 0, false, 8>; };
+struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, 0, false, 8, true>; };
 template <class T>
 struct Fa2Config<T, 192> { using Traits = Fa2Traits<T, 192, 1, 64, 8, 2, false, 1, 1>; };
 template <class T>
-struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 8, 2, false, 1, 1, true>; };
+struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 4, 1, false, 2, 1, false, 8, true>; };
 
 }  // namespace attnkit::cuda
