@@ -7,41 +7,11 @@
 // so that after the last tile O / l is the attention output (epilogue.hpp).
 #include <cmath>
 
+#include "kernels/cuda/fa2/smem_layout.hpp"
 #include "kernels/cuda/params.hpp"
 #include "kernels/cuda/sm80_primitives.hpp"
 
 namespace attnkit::cuda {
-
-// Byte offset of element (row, col) in a shared tile (rows kRowBytes apart;
-// swizzled tiles store 16-byte chunk c of row r at chunk c ^ (r % 8)).
-template <class Traits>
-__device__ __forceinline__ std::uint32_t tile_offset(int row, int col) {
-  if constexpr (Traits::kSwizzle)
-    return static_cast<std::uint32_t>(row * Traits::kRowBytes + ((((col >> 3) ^ (row & 7)) << 4) | ((col & 7) * 2)));
-  else
-    return static_cast<std::uint32_t>((row * Traits::kPitch + col) * sizeof(typename Traits::T));
-}
-
-// ldmatrix.x4 address offset of this lane for one fragment. Lane L names row
-// L % 8 of matrix L / 8; the four 8x8 matrices of a fragment whose first row
-// is row0 (a multiple of 8) and first 16-byte chunk is chunk0 (even) sit at
-// rows row0 + 8 * row_bit and chunks chunk0 + chunk_bit, two bits of L / 8:
-// rows first (Q, V^T: matrix i at row bit i & 1, chunk bit i >> 1) or chunks
-// first (K: row bit i >> 1, chunk bit i & 1). In a swizzled tile the lane's
-// row % 8 is L % 8, so only chunk0's low bits move the XOR: the lane's part
-// is one value, and each fragment column costs one XOR, the rest immediates.
-template <class Traits, bool kRowsFirst>
-__device__ __forceinline__ std::uint32_t fragment_offset(int row0, int chunk0) {
-  const int mi = (threadIdx.x & 31) >> 3, lr = threadIdx.x & 7;
-  const int row_bit = kRowsFirst ? (mi & 1) : (mi >> 1), chunk_bit = kRowsFirst ? (mi >> 1) : (mi & 1);
-  if constexpr (Traits::kSwizzle) {
-    const auto lane = static_cast<std::uint32_t>((row_bit * 8 + lr) * Traits::kRowBytes + ((chunk_bit ^ lr) << 4));
-    return (lane ^ static_cast<std::uint32_t>((chunk0 & 7) << 4)) +
-           static_cast<std::uint32_t>(row0 * Traits::kRowBytes + (chunk0 & ~7) * 16);
-  } else {
-    return tile_offset<Traits>(row0 + row_bit * 8 + lr, chunk0 * 8 + chunk_bit * 8);
-  }
-}
 
 // Copies kRows rows of one (batch, head) slice into shared memory (at a
 // shared-window byte address) with cp.async, 16 bytes per thread and pass.
@@ -91,30 +61,18 @@ struct TileLoader {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i)
         if (kRows % kRowsPerPass == 0 || row + i * kRowsPerPass < kRows)
-          cp_async_16(pass_dst(dst, i), src + i * pass_stride, true);
+          cp_async_16(pass_offset<Traits, kRowsPerPass>(dst, i), src + i * pass_stride, true);
     } else {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = row + i * kRowsPerPass;
         const bool valid = row0 + r < valid_rows;
         if (kRows % kRowsPerPass == 0 || r < kRows)  // a skipped chunk still names an existing address
-          cp_async_16(pass_dst(dst, i), valid ? src + i * pass_stride : tile, valid);
+          cp_async_16(pass_offset<Traits, kRowsPerPass>(dst, i), valid ? src + i * pass_stride : tile, valid);
       }
     }
   }
 
-  // This thread's destination in pass i, from its pass-0 destination dst0
-  // (row thread_row() < kRowsPerPass). Swizzled: row r + i * kRowsPerPass has
-  // r % 8 XOR (i * kRowsPerPass) % 8 as its low bits (no carry: kRowsPerPass
-  // divides 8 or is a multiple of it), and the tile base is 128-byte aligned.
-  static __device__ __forceinline__ std::uint32_t pass_dst(std::uint32_t dst0, int i) {
-    constexpr std::uint32_t kPassBytes = kRowsPerPass * Traits::kRowBytes;  // tile_offset(kRowsPerPass, 0), padded
-    if constexpr (Traits::kSwizzle) {
-      return (dst0 ^ static_cast<std::uint32_t>(((i * kRowsPerPass) & 7) << 4)) + i * kPassBytes;
-    } else {
-      return dst0 + i * kPassBytes;
-    }
-  }
 };
 
 // Per-thread softmax state for the two rows it holds (g and g + 8).
@@ -132,6 +90,8 @@ struct Fa2Mainloop {
   using SFrag = float[kM][kSTiles][4];  // S (then P) of one key tile, per row strip
   using OFrag = float[kM][kOTiles][4];  // the output accumulator, per row strip
 
+  static __device__ __forceinline__ int lane() { return threadIdx.x & 31; }
+
   // C[strip][t..t+1] += A[strip] B for every row strip: one ldmatrix.x4 B
   // fragment holds two n8 tiles (b0,b1: tile t; b2,b3: tile t+1).
   template <int kTiles>
@@ -147,7 +107,7 @@ struct Fa2Mainloop {
   // A fragment of Q (row strip m of this warp) for k-step ks.
   static __device__ __forceinline__ void load_q_fragment(std::uint32_t (&a)[4], std::uint32_t sQ_warp, int m,
                                                          int ks) {
-    ldmatrix_x4(a, sQ_warp + fragment_offset<Traits, /*kRowsFirst=*/true>(m * 16, 2 * ks));
+    ldmatrix_x4(a, sQ_warp + fragment_offset<Traits, /*kRowsFirst=*/true>(lane(), m * 16, 2 * ks));
   }
 
   // S[strip][16 x kBlockN] = Q K^T for the tile in sK (fp32 accumulators). Each
@@ -183,7 +143,7 @@ struct Fa2Mainloop {
     auto load_step = [&](int i) {
       const int ks = i / kPairs, nt = 2 * (i % kPairs);
       if (i % kPairs == 0) load_a(a[ks & 1], ks);
-      ldmatrix_x4(b[i % (D + 1)], sK + fragment_offset<Traits, /*kRowsFirst=*/false>(nt * 8, 2 * ks));
+      ldmatrix_x4(b[i % (D + 1)], sK + fragment_offset<Traits, /*kRowsFirst=*/false>(lane(), nt * 8, 2 * ks));
     };
 #pragma unroll
     for (int i = 0; i < D; ++i) load_step(i);
@@ -345,7 +305,7 @@ struct Fa2Mainloop {
     constexpr int kPairs = kOTiles / 2;
     const int kk = i / kPairs, dt = 2 * (i % kPairs);
     ldmatrix_x4_trans(b[i % (Traits::kPrefetchDistance + 1)],
-                      sV + fragment_offset<Traits, /*kRowsFirst=*/true>(kk * 16, dt));
+                      sV + fragment_offset<Traits, /*kRowsFirst=*/true>(lane(), kk * 16, dt));
   }
 
   // The first D steps' V fragments: issued by the kernel before the softmax

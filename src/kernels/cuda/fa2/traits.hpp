@@ -56,7 +56,7 @@ struct Fa2Traits {
   //    d256 counted 2.5x the ideal shared wavefronts and 1.5x the L2 sectors
   //    for the padded tiles' copies, and warps waiting on the copies' address
   //    registers (the ldmatrix side pays one XOR per fragment column:
-  //    mainloop.hpp's fragment_offset).
+  //    fa2/smem_layout.hpp).
   static constexpr bool kSwizzle = Swizzle;
   static constexpr int kPitch = Swizzle ? kHeadDim : kHeadDim + 8;  // elements
   static constexpr int kRowBytes = kPitch * 2;
