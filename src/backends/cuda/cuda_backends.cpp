@@ -192,8 +192,8 @@ class Fa2Backend final : public CudaBackend {
   Fa2Backend() : CudaBackend(fa2_capabilities()) {}
   std::string_view name() const override { return "fa2"; }
   std::string_view description() const override {
-    return "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async ring, exp2 online "
-           "softmax); fp16/bf16, head dims 64/96/128/192/256";
+    return "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async K/V pipeline into "
+           "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims 64/96/128/192/256";
   }
   Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
     if (Diagnostics why = plan_checks(p, platform); !why.ok()) return why;
