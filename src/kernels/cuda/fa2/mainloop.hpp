@@ -72,7 +72,6 @@ struct TileLoader {
       }
     }
   }
-
 };
 
 // Per-thread softmax state for the two rows it holds (g and g + 8).
