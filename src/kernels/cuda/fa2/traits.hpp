@@ -102,8 +102,9 @@ struct Fa2Traits {
 // Q (if kept) = kMTiles*kHeadDim/4.
 //  - d64..d128: 4 warps x 32 rows, so every K/V fragment feeds two mmas, and
 //    two CTAs per SM, whose independent barriers hide each other's load waits
-//    (d96 at 64-key tiles is the fastest measured). d128 swizzled (+3-6%);
-//    d64 padded (swizzled: +1-3% non-causal, -14% causal s512).
+//    (d96 at 64-key tiles is the fastest measured). d64 and d128 swizzled
+//    (+4-7% and +3-6%; d64 without spread copies: swizzled with them it lost
+//    14% at causal s512).
 //  - d256: FlashAttention-2's H200 shape, 4 warps x 16 rows, one K and one V
 //    buffer, two CTAs per SM (O alone is 128 registers), swizzled: padded, the
 //    same shape was up to 10% slower than 8 warps x 16 rows; swizzled (and
@@ -117,7 +118,7 @@ struct Fa2Traits {
 template <class T, int HeadDim>
 struct Fa2Config;
 template <class T>
-struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2, 0, true>; };
+struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2, 0, false, 0, true>; };
 template <class T>
 struct Fa2Config<T, 96> { using Traits = Fa2Traits<T, 96, 2, 64, 4, 2, false, 2, 0>; };
 template <class T>
