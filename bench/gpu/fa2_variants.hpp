@@ -20,14 +20,14 @@ std::vector<Fa2Variant> fa2_variants();
 }  // namespace attnkit::bench
 
 // Defines variant NAME with Fa2Traits<bf16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS,
-// PREFETCH_DISTANCE, SPREAD, RESCALE_THRESHOLD, SWIZZLE>.
+// PREFETCH_DISTANCE, RESCALE_THRESHOLD, SWIZZLE>.
 // A derived type, so no variant is the same kernel symbol as a library
 // instance (two registrations of one kernel would fight over its attributes).
-#define AK_FA2_VARIANT(NAME, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE, SPREAD, \
+#define AK_FA2_VARIANT(NAME, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE,         \
                        RESCALE_THRESHOLD, SWIZZLE)                                                        \
   namespace attnkit::bench {                                                                              \
   struct NAME##_traits                                                                                    \
-      : cuda::Fa2Traits<__nv_bfloat16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE, SPREAD, \
+      : cuda::Fa2Traits<__nv_bfloat16, DIM, MTILES, BLOCKN, WARPS, STAGES, QREGS, MINBLOCKS, PREFETCH_DISTANCE,    \
                         RESCALE_THRESHOLD, SWIZZLE> {};                                                    \
   int NAME##_configure() { return static_cast<int>(cuda::fa2_configure<NAME##_traits>()); }               \
   int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                  \

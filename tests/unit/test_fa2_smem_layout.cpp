@@ -22,8 +22,8 @@ using Shipped64 = Fa2Config<Half, 64>::Traits;
 using Shipped128 = Fa2Config<Half, 128>::Traits;
 using Shipped192 = Fa2Config<Half, 192>::Traits;
 using Shipped256 = Fa2Config<Half, 256>::Traits;
-using Padded64 = Fa2Traits<Half, 64, 2, 128, 4, 2, false, 2, 0, true, 0, false>;      // 16 rows per copy pass
-using Swizzled256x8 = Fa2Traits<Half, 256, 1, 64, 8, 2, false, 1, 1, true, 0, true>;  // 8 rows per copy pass
+using Padded64 = Fa2Traits<Half, 64, 2, 128, 4, 2, false, 2, 0, 0, false>;            // 16 rows per copy pass
+using Swizzled256x8 = Fa2Traits<Half, 256, 1, 64, 8, 2, false, 1, 1, 0, true>;        // 8 rows per copy pass
 
 template <class Traits>
 class Fa2SmemLayout : public ::testing::Test {};

@@ -88,24 +88,6 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     const int stage = it % kStages;
     const bool load_ahead = n + kStages - 1 < n_end;  // ring: tile n+kStages-1 exists
     const int ahead_stage = (it + kStages - 1) % kStages;
-    // Spread the next tile's K and V copies over this tile's Q K^T when that
-    // tile is whole (a sequence's last tile takes the bounds-checked path).
-    const bool spread = Traits::kSpreadCopies && load_ahead && (n + kStages) * kBlockN <= span.k_len;
-    auto copy_share = [&](int ks) {
-      if constexpr (Traits::kSpreadCopies) {
-        constexpr int kPasses = TileLoader<Traits, kBlockN>::kPasses, kTotal = 2 * kPasses;
-        constexpr int kSteps = Traits::kKSteps;
-        if (!spread) return;
-        const int row0 = (n + kStages - 1) * kBlockN;
-#pragma unroll
-        for (int j = ks * kTotal / kSteps; j < (ks + 1) * kTotal / kSteps; ++j) {
-          if (j < kPasses)
-            k_loader.load_pass(sK(ahead_stage), row0, j);
-          else
-            v_loader.load_pass(sV(ahead_stage), row0, j - kPasses);
-        }
-      }
-    };
     if constexpr (Traits::kSingleBuffered) {
       cp_async_wait<0>();  // K(n) (and Q) landed for this thread...
       __syncthreads();     // ...and for all; every warp is done with V(n-1)
@@ -118,7 +100,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
       // this tile's Q K^T, so the copies interleave with math instead of
       // queueing behind each other (ncu showed warps waiting to reuse
       // cp.async address registers when all were issued at once).
-      if (load_ahead && !spread) k_loader.load(sK(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
+      if (load_ahead) k_loader.load(sK(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
     }
     if constexpr (Traits::kQInRegisters) {
       if (it == 0)
@@ -129,13 +111,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     }
 
     float s[kM][Traits::kSTiles][4];
-    Mainloop::qk(s, q_regs, sQ_warp, sK(stage), copy_share);
+    Mainloop::qk(s, q_regs, sQ_warp, sK(stage));
     if constexpr (Traits::kSingleBuffered) {
       cp_async_wait<0>();  // V(n) landed for this thread...
       __syncthreads();     // ...and for all; every warp is done with K(n)
       if (n + 1 < n_end) k_loader.load(sK(0), (n + 1) * kBlockN, span.k_len);
     } else {
-      if (load_ahead && !spread) v_loader.load(sV(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
+      if (load_ahead) v_loader.load(sV(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
     }
     cp_async_commit();  // one group per tile, empty or not: the waits count groups
     const bool capped = p.softcap_log2 > 0.0f;  // uniform: one branch, not a select per score

@@ -38,17 +38,6 @@ struct TileLoader {
   static __device__ __forceinline__ int thread_row() { return static_cast<int>(threadIdx.x) / kChunks; }
   static __device__ __forceinline__ int thread_col() { return (static_cast<int>(threadIdx.x) % kChunks) * 8; }
 
-  // Pass i (rows row0 + thread_row() + i * kRowsPerPass) of a tile whose rows
-  // all exist: one cp.async per thread, so a tile's copies can be spread over
-  // the math of the tile before it.
-  __device__ __forceinline__ void load_pass(std::uint32_t smem, int row0, int i) const {
-    const int row = thread_row(), col = thread_col();
-    if (kSomeThreadsIdle && row >= kRowsPerPass) return;
-    const int r = row + i * kRowsPerPass;
-    if (kRows % kRowsPerPass == 0 || r < kRows)
-      cp_async_16(smem + tile_offset<Traits>(r, col), slice + (row0 + r) * row_stride + col, true);
-  }
-
   // Rows [row0, row0 + kRows) of the slice into `smem`.
   __device__ __forceinline__ void load(std::uint32_t smem, int row0, int valid_rows) const {
     const int row = thread_row(), col = thread_col();
@@ -111,11 +100,8 @@ struct Fa2Mainloop {
 
   // S[strip][16 x kBlockN] = Q K^T for the tile in sK (fp32 accumulators). Each
   // K fragment loaded from shared memory feeds one mma per row strip.
-  // `after_step(ks)` runs after the mmas of k-step ks (the kernel issues its
-  // share of the next tile's copies there).
-  template <class QFrag, class AfterStep>
-  static __device__ __forceinline__ void qk(SFrag& s, const QFrag& q_regs, std::uint32_t sQ_warp, std::uint32_t sK,
-                                            AfterStep&& after_step) {
+  template <class QFrag>
+  static __device__ __forceinline__ void qk(SFrag& s, const QFrag& q_regs, std::uint32_t sQ_warp, std::uint32_t sK) {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
@@ -157,7 +143,6 @@ struct Fa2Mainloop {
         const auto& bi = b[i % (D + 1)];
         mma_tile_pair(s, a[ks & 1], bi, nt);
       }
-      after_step(ks);
     }
   }
 

@@ -16,7 +16,7 @@
 namespace attnkit::cuda {
 
 template <class T_, int HeadDim, int MTiles, int BlockN, int Warps, int Stages, bool QInRegisters, int MinBlocks,
-          int PrefetchDistance = 1, bool SpreadCopies = false, int RescaleThreshold = 0, bool Swizzle = false>
+          int PrefetchDistance = 1, int RescaleThreshold = 0, bool Swizzle = false>
 struct Fa2Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDim = HeadDim;
@@ -34,11 +34,6 @@ struct Fa2Traits {
   // row strip), so shared-memory latency overlaps D steps of math. 0: each
   // fragment loaded right before its mmas, ptxas schedules.
   static constexpr int kPrefetchDistance = PrefetchDistance;
-  // Ring mode: the next tile's K and V copies issued a few at a time between
-  // the k-steps of this tile's Q K^T instead of in two bursts (a burst fills
-  // the memory pipe, and warps then wait to reuse the copies' address
-  // registers). +3-6% at d256, +1-5% at d64, -1-3% at d128 on the H200.
-  static constexpr bool kSpreadCopies = SpreadCopies;
   // Lazy rescaling (FlashAttention-4's trick), in log2 units: the running max
   // moves only when a tile's max exceeds it by more than this, so P = 2^(x-m)
   // stays <= 2^threshold and O is rescaled only on the (few, early) tiles where
@@ -84,7 +79,6 @@ struct Fa2Traits {
   static_assert(PrefetchDistance >= 0 && PrefetchDistance <= 8, "fragment prefetch distance: 0..8 steps");
   static_assert(MinBlocks >= 1 && MinBlocks * kSmemBytesPerCta() <= 228 * 1024,
                 "the occupancy target does not fit in the 228 KB of shared memory per SM");
-  static_assert(!(SpreadCopies && Stages == 1), "spread copies are for the ring (stages >= 2)");
   static_assert(!Swizzle || kChunksPerRow % 8 == 0, "the swizzle permutes whole 128-byte groups of a row");
   static_assert(!Swizzle || (kThreads % kChunksPerRow == 0 &&
                              ((kThreads / kChunksPerRow) % 8 == 0 || 8 % (kThreads / kChunksPerRow) == 0)),
@@ -103,8 +97,7 @@ struct Fa2Traits {
 //  - d64..d128: 4 warps x 32 rows, so every K/V fragment feeds two mmas, and
 //    two CTAs per SM, whose independent barriers hide each other's load waits
 //    (d96 at 64-key tiles is the fastest measured). d64 and d128 swizzled
-//    (+4-7% and +3-6%; d64 without spread copies: swizzled with them it lost
-//    14% at causal s512).
+//    (+4-7% and +3-6%).
 //  - d256: FlashAttention-2's H200 shape, 4 warps x 16 rows, one K and one V
 //    buffer, two CTAs per SM (O alone is 128 registers), swizzled: padded, the
 //    same shape was up to 10% slower than 8 warps x 16 rows; swizzled (and
@@ -113,19 +106,19 @@ struct Fa2Traits {
 //  - d192: 8 warps x 16 rows, one CTA per SM (not in the benchmark grid).
 // Lazy rescaling at d128 and d256 (+2-6%); d64 slower (it spills there).
 // Chosen with bench_fa2 --variants on an H200 (docs/perf/gpu-fa2.md).
-//                         T  dim strips BlockN warps stages Q-in-regs CTAs/SM prefetch-distance spread-copies
+//                         T  dim strips BlockN warps stages Q-in-regs CTAs/SM prefetch-distance
 //                         lazy-rescale-threshold swizzle
 template <class T, int HeadDim>
 struct Fa2Config;
 template <class T>
-struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2, 0, false, 0, true>; };
+struct Fa2Config<T, 64> { using Traits = Fa2Traits<T, 64, 2, 128, 4, 2, false, 2, 0, 0, true>; };
 template <class T>
 struct Fa2Config<T, 96> { using Traits = Fa2Traits<T, 96, 2, 64, 4, 2, false, 2, 0>; };
 template <class T>
-struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, 0, false, 8, true>; };
+struct Fa2Config<T, 128> { using Traits = Fa2Traits<T, 128, 2, 64, 4, 2, false, 2, 0, 8, true>; };
 template <class T>
 struct Fa2Config<T, 192> { using Traits = Fa2Traits<T, 192, 1, 64, 8, 2, false, 1, 1>; };
 template <class T>
-struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 4, 1, false, 2, 1, false, 8, true>; };
+struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 4, 1, false, 2, 1, 8, true>; };
 
 }  // namespace attnkit::cuda
