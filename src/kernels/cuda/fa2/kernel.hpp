@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   const int warp = threadIdx.x >> 5;
   constexpr int kM = Traits::kMTiles;
   const int warp_row0 = m0 + warp * Traits::kWarpRows;
-  constexpr std::uint32_t kWarpQBytes = Traits::kWarpRows * Traits::kPitch * sizeof(T);
+  constexpr std::uint32_t kWarpQBytes = Traits::kWarpRows * Traits::kRowBytes;
   const std::uint32_t sQ_warp = sQ + warp * kWarpQBytes;
 
   const bool has_sink = p.sinks != nullptr;

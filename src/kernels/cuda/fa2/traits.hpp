@@ -54,7 +54,7 @@ struct Fa2Traits {
   //    fa2/smem_layout.hpp).
   static constexpr bool kSwizzle = Swizzle;
   static constexpr int kPitch = Swizzle ? kHeadDim : kHeadDim + 8;  // elements
-  static constexpr int kRowBytes = kPitch * 2;
+  static constexpr int kRowBytes = kPitch * static_cast<int>(sizeof(T));  // one tile row in shared memory
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte cp.async chunks
 
   static constexpr int kKSteps = kHeadDim / 16;  // k-steps of S = Q K^T over the head dim
@@ -62,8 +62,8 @@ struct Fa2Traits {
   static constexpr int kPvSteps = kBlockN / 16;  // k-steps of O += P V over the keys
   static constexpr int kOTiles = kHeadDim / 8;   // n8 tiles of O per warp
 
-  static constexpr std::size_t kQBytes = std::size_t(kBlockM) * kPitch * sizeof(T);
-  static constexpr std::size_t kKvTileBytes = std::size_t(kBlockN) * kPitch * sizeof(T);  // K or V
+  static constexpr std::size_t kQBytes = std::size_t(kBlockM) * kRowBytes;
+  static constexpr std::size_t kKvTileBytes = std::size_t(kBlockN) * kRowBytes;  // K or V
   static constexpr std::size_t kStageBytes = 2 * kKvTileBytes;
   static constexpr std::size_t kSmemBytes = kQBytes + kStages * kStageBytes;
   static constexpr std::size_t kSmemBytesPerCta() { return kSmemBytes + 1024; }  // + the runtime's reserve
@@ -88,7 +88,7 @@ struct Fa2Traits {
   static_assert(kStages >= 1 && kStages <= 4,
                 "one K and one V buffer, or a ring of 2..4 K+V buffers");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_80/sm_90");
-  static_assert((kPitch * sizeof(T)) % 16 == 0, "rows must stay 16-byte aligned for cp.async / ldmatrix");
+  static_assert(kRowBytes % 16 == 0, "rows must stay 16-byte aligned for cp.async / ldmatrix");
 };
 
 // The tile shape chosen per head dim (the instance table picks dtype x dim).
