@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build (all cores, this GPU's arch), GPU parity
-# (ctest: the shared harness + tests/gpu), compute-sanitizer memcheck and
-# racecheck on small shapes, then fa2 vs PyTorch SDPA (flash, cuDNN) on the
-# dense grid of design §6. Logs and JSON go under $OUT; a short table is last.
+# (ctest: the shared harness + tests/gpu), compute-sanitizer memcheck,
+# racecheck and synccheck on small shapes, then attnkit's fa3 and fa2 against
+# FlashAttention-3 (the fa3-fwd wheel, when carried in .whl/) and PyTorch SDPA
+# (flash, cuDNN) on the dense grid of design §6. Logs and JSON go under $OUT;
+# a short table is last.
 #
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
+#   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
+#   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
 #   GPU_CHECK_AB=ab-baseline.tar ...               # A/B: also build `git archive <rev> -o ab-baseline.tar` (put in the
 #                                                  # tree, untracked, so it travels) and alternate bench_fa2 of both builds
 #                                                  # (GPU_CHECK_AB_ROUNDS=2, GPU_CHECK_AB_DIMS=64,128,256, seqlens from
@@ -18,8 +22,8 @@
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
-# bench_{attnkit,torch,variants,ab}.json and logs.tgz (every log); the caller's
-# own tee of stdout makes the eighth.
+# bench_{attnkit,torch,variants,ab}.json and logs.tgz (every log, every
+# backend's bench_fa2 JSON); the caller's own tee of stdout makes the eighth.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/out/gpu}"
@@ -69,22 +73,26 @@ if ! skip build; then
   cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" > "$LOGS/build.log" 2>&1 \
     || { grep -E "error|Error" "$LOGS/build.log" | head -40; exit 1; }
   echo "build ok"
-  # The Python module is optional here: the image's Python may lack headers.
-  cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
-    && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
+  # The Python module is optional here: the image's Python may lack headers
+  # (and the python and bench steps are its only users).
+  if ! { skip python && skip bench; }; then
+    cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
+      && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
+  fi
 fi
 
 if ! skip parity; then
-  step "GPU parity (ctest: fa2, cuda_sdpa)"
-  ctest --test-dir "$BUILD" -R 'fa2|cuda_sdpa|CudaBackends|ParityCoverage' -j"$JOBS" --output-on-failure \
-    > "$LOGS/parity.log" 2>&1
+  step "GPU parity (ctest: fa3, fa2, cuda_sdpa)"
+  # A kernel that deadlocks on a barrier must cost a minute, not the call.
+  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
+    --output-on-failure > "$LOGS/parity.log" 2>&1
   rc=$?
   grep -E "tests passed|tests failed" "$LOGS/parity.log"
   grep -E "\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout" "$LOGS/parity.log" | head -20
   # The failure messages themselves (gtest prints them under --output-on-failure).
   grep -E "Failure|rel_l2|accepts only|exception" "$LOGS/parity.log" | sort | uniq -c | head -20
   # Skips mean "declared it cannot run this case"; count what each backend ran.
-  for b in fa2 cuda_sdpa; do
+  for b in fa3 fa2 cuda_sdpa; do
     echo "$b: $(grep -E "[/_]${b}_" "$LOGS/parity.log" | grep -c " Passed") passed," \
          "$(grep -E "[/_]${b}_" "$LOGS/parity.log" | grep -c "Skipped") refused by capability," \
          "$(grep -E "[/_]${b}_" "$LOGS/parity.log" | grep -c "Failed") failed"
@@ -93,23 +101,25 @@ if ! skip parity; then
 fi
 
 if ! skip sanitizer; then
-  step "compute-sanitizer memcheck + racecheck (small shapes)"
+  step "compute-sanitizer memcheck + racecheck + synccheck (small shapes)"
   SMALL='AllBackends/Parity.MatchesReference/fa2_s17_bf16_causal:AllBackends/Parity.MatchesReference/fa2_s127_f16:'\
 'AllBackends/Parity.MatchesReference/fa2_d96_bf16:AllBackends/Parity.MatchesReference/fa2_d256_bf16:'\
 'AllBackends/Parity.MatchesReference/fa2_varlen_causal_bf16:AllBackends/Parity.MatchesReference/fa2_softcap_sinks_lse_bf16:'\
 'AllBackends/Parity.MatchesReference/cuda_sdpa_s17_f32_causal:AllBackends/Parity.MatchesReference/cuda_sdpa_paged_prefill_causal:'\
 'AllBackends/Parity.MatchesReference/cuda_sdpa_block_sparse:AllBackends/Parity.MatchesReference/cuda_sdpa_custom_mask:'\
 'AllBackends/Parity.MatchesReference/cuda_sdpa_dqk192_dv128:AllBackends/Parity.MatchesReference/cuda_sdpa_varlen_causal_bf16'
+  SMALL="$SMALL:${SMALL//fa2_/fa3_}"  # every fa2 case again on fa3
   SMALL_GPU='Gpu/CudaKernels.MatchesReference/fa2_window1_bf16:Gpu/CudaKernels.MatchesReference/fa2_lse_empty_rows_sinks_f16:'\
-'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16'
-  for tool in memcheck racecheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
+'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16:Gpu/CudaKernels.MatchesReference/fa3_varlen_long_causal_bf16'
+  SMALL_GPU="$SMALL_GPU:${SMALL_GPU//fa2_/fa3_}"
+  for tool in memcheck racecheck synccheck; do
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
       > "$LOGS/sanitizer_${tool}.log" 2>&1
     a=$?
-    compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" --gtest_filter="$SMALL_GPU" \
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" --gtest_filter="$SMALL_GPU" \
       >> "$LOGS/sanitizer_${tool}.log" 2>&1
     b=$?
-    echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
+    echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
 fi
@@ -231,18 +241,32 @@ if [[ -n "${GPU_CHECK_AB:-}" ]]; then
 fi
 
 if ! skip bench; then
-  step "benchmark: fa2 vs PyTorch SDPA (flash, cuDNN) in one process, bf16 dense grid"
-  "$BUILD/bench/gpu/bench_fa2" ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} --json "$OUT/bench_attnkit.json" > "$LOGS/bench_attnkit.log" 2>&1 || status=1
-  # The peers, and fa2 again through the Python module in their process,
+  backends="${GPU_CHECK_BACKENDS:-fa3,fa2}"
+  step "benchmark: attnkit $backends vs FA3 and PyTorch SDPA (flash, cuDNN) in one process, bf16 dense grid"
+  ak_json=()
+  for b in ${backends//,/ }; do
+    timeout 300 "$BUILD/bench/gpu/bench_fa2" --backend "$b" ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} \
+      --json "$LOGS/bench_attnkit_$b.json" > "$LOGS/bench_attnkit_$b.log" 2>&1 && ak_json+=("$LOGS/bench_attnkit_$b.json") \
+      || { status=1; echo "bench_fa2 --backend $b failed:"; tail -3 "$LOGS/bench_attnkit_$b.log"; }
+  done
+  # The peers, and attnkit again through the Python module in their process,
   # interleaved per grid point (design §6); the ratios come from this run.
-  same_process=()
-  ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1 && same_process=(--attnkit)
+  peer_args=()
+  ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1 && peer_args+=(--attnkit --attnkit-backend "$backends")
+  if ls "$ROOT"/.whl/fa3_fwd-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \
+      > "$LOGS/peers_install.log" 2>&1 && peer_args+=(--fa3) || echo "fa3-fwd did not install (peers_install.log)"
+  fi
   # shellcheck disable=SC2086  # GPU_CHECK_TORCH_ARGS is a list of flags
-  PYTHONUNBUFFERED=1 PYTHONPATH="$BUILD/python" python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" "${same_process[@]}" \
-    ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} ${GPU_CHECK_TORCH_ARGS:-} --json "$OUT/bench_torch.json" \
-    > "$LOGS/bench_torch.log" 2>&1 || { status=1; grep -E "MISMATCH|Error|mismatch" "$LOGS/bench_torch.log" | head; }
+  PYTHONUNBUFFERED=1 PYTHONPATH="$BUILD/python:/tmp/akpeers" timeout 420 python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" \
+    "${peer_args[@]}" ${GPU_CHECK_SEQLENS:+--seqlens $GPU_CHECK_SEQLENS} ${GPU_CHECK_TORCH_ARGS:-} \
+    --json "$OUT/bench_torch.json" > "$LOGS/bench_torch.log" 2>&1 \
+    || { status=1; grep -E "MISMATCH|Error|mismatch" "$LOGS/bench_torch.log" | head; }
   step "summary"
-  python3 "$ROOT/bench/gpu/report.py" --attnkit "$OUT/bench_attnkit.json" --torch "$OUT/bench_torch.json" \
-    --out-json "$OUT/summary.json" --out-md "$OUT/summary.md" || status=1
+  if ((${#ak_json[@]})); then
+    cp "${ak_json[0]}" "$OUT/bench_attnkit.json"
+    python3 "$ROOT/bench/gpu/report.py" --attnkit "${ak_json[@]}" --torch "$OUT/bench_torch.json" \
+      --out-json "$OUT/summary.json" --out-md "$OUT/summary.md" || status=1
+  fi
 fi
 exit $status

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch SDPA peers on the dense grid of design §6, and, with --attnkit,
-attnkit's fa2 through its Python module in the same process (design §6: peers
-run in the same process).
+"""Peers on the dense grid of design §6 -- PyTorch SDPA (flash, cuDNN,
+efficient), FlexAttention (--flex) and FlashAttention-3's hopper forward
+(--fa3, the fa3-fwd wheel) -- and, with --attnkit, attnkit's backends through
+its Python module in the same process (design §6: peers run in the same
+process).
 
 Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
 2048/head_dim, bf16, BSHD memory, viewed as BHSD for SDPA, causal and not),
@@ -12,7 +14,8 @@ grid point the implementations are timed in --rounds interleaved rounds in
 rotated order (A B C, B C A, C A B), so clock, power and thermal drift within
 a run falls on all of them alike.
 
-  bench_torch_sdpa.py --json torch.json [--backends flash,cudnn,efficient] [--attnkit] [--flex] [--dims 64,128,256]
+  bench_torch_sdpa.py --json torch.json [--backends flash,cudnn,efficient] [--attnkit [--attnkit-backend fa3,fa2]]
+                      [--flex] [--fa3] [--dims 64,128,256]
   bench_torch_sdpa.py --json /tmp/x.json --device cpu --attnkit --tokens 256 --width 128   # smoke test, no GPU
 """
 import argparse
@@ -112,11 +115,16 @@ def implementations(args, causal):
         impls[f"torch_{name}"] = sdpa
     if args.flex:
         impls["torch_flex"] = flex_attention_impl(causal)
+    if args.fa3:
+        from fa3_fwd_interface import flash_attn_func  # BSHD in and out, bottom-right causal
+
+        impls["fa3_fwd"] = lambda q, k, v: flash_attn_func(q, k, v, causal=causal)
     if args.attnkit:
         import attnkit
 
-        impls[f"attnkit_{args.attnkit_backend}_py"] = lambda q, k, v: attnkit.attention(
-            q, k, v, causal=causal, backend=args.attnkit_backend)
+        for backend in args.attnkit_backend.split(","):
+            impls[f"attnkit_{backend}_py"] = lambda q, k, v, backend=backend: attnkit.attention(
+                q, k, v, causal=causal, backend=backend)
     return impls
 
 
@@ -125,7 +133,8 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--backends", default="flash,cudnn")
     ap.add_argument("--attnkit", action="store_true", help="also time attnkit.attention (same process, interleaved)")
-    ap.add_argument("--attnkit-backend", default="fa2")
+    ap.add_argument("--attnkit-backend", default="fa2", help="attnkit backends to time, comma-separated")
+    ap.add_argument("--fa3", action="store_true", help="also time FlashAttention-3's forward (fa3_fwd_interface)")
     ap.add_argument("--flex", action="store_true", help="also time FlexAttention (compiles once per shape)")
     ap.add_argument("--dims", type=ints, default=[64, 128, 256])
     ap.add_argument("--seqlens", type=ints, default=[512, 1024, 2048, 4096, 8192, 16384])
@@ -138,6 +147,7 @@ def main():
     args = ap.parse_args()
 
     torch.manual_seed(0)
+    torch.set_grad_enabled(False)  # inference: no autograd graph around the peers
     dev = torch.device(args.device)
     timer = Timer(dev)
     rows, mismatches = [], 0

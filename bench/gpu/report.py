@@ -1,67 +1,81 @@
 #!/usr/bin/env python3
 """Merges bench_fa2 and bench_torch_sdpa JSON into one summary (JSON + markdown)
-and prints the short table: TFLOP/s of fa2 and its peers, fa2's ratio to each,
-and fa2's fraction of the 709 TFLOP/s bf16 matmul ceiling of design §6.
+and prints the short table: TFLOP/s of attnkit's backends and of the peers
+measured, the primary backend's ratio to each peer and to the best of them,
+and its fraction of the 709 TFLOP/s bf16 matmul ceiling of design §6.
 
-fa2's number is the one timed in the peers' own process, interleaved with them
-(bench_torch_sdpa.py --attnkit, impl attnkit_fa2_py) when present; bench_fa2's
-(C++, Plan::run, a separate process) is shown beside it and used only when the
-Python module was not available."""
+attnkit's numbers are the ones timed in the peers' own process, interleaved
+with them (bench_torch_sdpa.py --attnkit, impl attnkit_<backend>_py) when
+present; bench_fa2's (C++, Plan::run, a separate process) are shown beside
+them and used only when the Python module was not available."""
 import argparse
 import json
 
 CEILING = 709.0
+# Peer impl -> column label, in the order they are shown; a peer gets a column
+# only when the run measured it.
+PEERS = (("fa3_fwd", "FA3"), ("torch_cudnn", "cuDNN"), ("torch_flash", "FA2 (torch flash)"),
+         ("torch_flex", "flex"), ("torch_efficient", "efficient"))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--attnkit", required=True)
+    ap.add_argument("--attnkit", required=True, nargs="+", help="bench_fa2 JSON files (one per backend)")
     ap.add_argument("--torch", required=True)
     ap.add_argument("--out-json", required=True)
     ap.add_argument("--out-md", required=True)
+    ap.add_argument("--primary", default=None, help="the attnkit backend the ratios are for (default: fa3 if timed, else fa2)")
     args = ap.parse_args()
-    ak = json.load(open(args.attnkit))
+    ak_rows = [r for path in args.attnkit for r in json.load(open(path))["results"]]
     th = json.load(open(args.torch))
     table = {}
-    for r in ak["results"] + th["results"]:
+    for r in ak_rows + th["results"]:
         key = (r["head_dim"], r["causal"], r["seqlen"])
         table.setdefault(key, {})[r["impl"]] = r["tflops"]
-    # Optional peers get a column (and fa2's ratio to them) only when measured.
-    extra = [(impl, label) for impl, label in (("torch_efficient", "efficient"), ("torch_flex", "flex"))
-             if any(impl in t for t in table.values())]
-    head = ["d", "causal", "seqlen", "batch x heads", "fa2 TFLOP/s", "fa2 (C++ bench)", "torch flash", "torch cuDNN"]
-    head += [f"torch {label}" for _, label in extra] + ["fa2/flash", "fa2/cuDNN"]
-    head += [f"fa2/{label}" for _, label in extra] + ["fa2 / 709"]
+    impls = {i for t in table.values() for i in t}
+    backends = sorted({i[len("attnkit_"):].removesuffix("_py") for i in impls if i.startswith("attnkit_")},
+                      key=lambda b: (b != "fa3", b))
+    primary = args.primary or (backends[0] if backends else "fa2")
+    peers = [(impl, label) for impl, label in PEERS if impl in impls]
+
+    def value(t, backend):  # the same-process number first
+        return t.get(f"attnkit_{backend}_py", t.get(f"attnkit_{backend}"))
+
+    head = ["d", "causal", "seqlen", "batch x heads"] + [f"{b} TFLOP/s" for b in backends]
+    head += [label for _, label in peers] + [f"{primary}/{label}" for _, label in peers]
+    head += [f"{primary}/best peer", f"{primary} / 709"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     rows, misses = [], []
     f = lambda x, p=1: "-" if x is None else f"{x:.{p}f}"
     ratio = lambda a, b: a / b if a and b else None
     for (d, causal, s) in sorted(table):
         t = table[(d, causal, s)]
-        fa2_cpp, fl, cu = t.get("attnkit_fa2"), t.get("torch_flash"), t.get("torch_cudnn")
-        fa2 = t.get("attnkit_fa2_py", fa2_cpp)
-        r_fl, r_cu = ratio(fa2, fl), ratio(fa2, cu)
-        peers = [t.get(impl) for impl, _ in extra]
-        row = dict(head_dim=d, causal=causal, seqlen=s, fa2=fa2, fa2_same_process="attnkit_fa2_py" in t,
-                   fa2_cpp_bench=fa2_cpp, torch_flash=fl, torch_cudnn=cu, fa2_over_flash=r_fl,
-                   fa2_over_cudnn=r_cu, fa2_fraction_of_709=fa2 / CEILING if fa2 else None)
-        for (impl, label), x in zip(extra, peers):
-            row[impl], row[f"fa2_over_{label}"] = x, ratio(fa2, x)
+        mine = value(t, primary)
+        peer_values = [t.get(impl) for impl, _ in peers]
+        best = max((x for x in peer_values if x), default=None)
+        row = dict(head_dim=d, causal=causal, seqlen=s, primary=primary, best_peer=best,
+                   over_best_peer=ratio(mine, best), fraction_of_709=mine / CEILING if mine else None)
+        for b in backends:
+            row[b] = value(t, b)
+            row[f"{b}_same_process"] = f"attnkit_{b}_py" in t
+        for (impl, label), x in zip(peers, peer_values):
+            row[impl], row[f"over_{impl}"] = x, ratio(mine, x)
         rows.append(row)
-        if r_fl is not None and r_fl < 1.0:
-            misses.append(f"d{d} {'causal' if causal else 'full'} s{s}: {r_fl:.2f}x")
-        cells = [str(d), "yes" if causal else "no", str(s), f"{16384 // s} x {2048 // d}", f(fa2), f(fa2_cpp), f(fl), f(cu)]
-        cells += [f(x) for x in peers] + [f(r_fl, 2), f(r_cu, 2)] + [f(ratio(fa2, x), 2) for x in peers]
-        cells += [f(fa2 / CEILING if fa2 else None, 2)]
+        if row["over_best_peer"] is not None and row["over_best_peer"] < 1.0:
+            misses.append(f"d{d} {'causal' if causal else 'full'} s{s}: {row['over_best_peer']:.2f}x")
+        cells = [str(d), "yes" if causal else "no", str(s), f"{16384 // s} x {2048 // d}"]
+        cells += [f(value(t, b)) for b in backends] + [f(x) for x in peer_values]
+        cells += [f(ratio(mine, x), 2) for x in peer_values]
+        cells += [f(row["over_best_peer"], 2), f(row["fraction_of_709"], 2)]
         lines.append("| " + " | ".join(cells) + " |")
     summary = dict(device=th.get("device"), torch=th.get("torch"), cudnn=th.get("cudnn"), cuda=th.get("cuda"),
-                   ceiling_tflops=CEILING, rows=rows, misses_vs_flash=misses)
+                   ceiling_tflops=CEILING, primary=primary, rows=rows, misses_vs_best_peer=misses)
     json.dump(summary, open(args.out_json, "w"), indent=1)
     md = "\n".join(lines) + "\n"
     open(args.out_md, "w").write(md)
     print(f"device {summary['device']}, torch {summary['torch']}, cuDNN {summary['cudnn']}, CUDA {summary['cuda']}")
     print(md)
-    print("points below 1.0x torch flash:", ", ".join(misses) if misses else "none")
+    print(f"points where {primary} is below the best peer:", ", ".join(misses) if misses else "none")
 
 
 if __name__ == "__main__":

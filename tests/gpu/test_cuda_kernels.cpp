@@ -88,7 +88,7 @@ using GpuParam = BackendCase;
 
 std::vector<GpuParam> gpu_params() {
   std::vector<GpuParam> out;
-  for (const char* b : {"fa2", "cuda_sdpa"})
+  for (const char* b : {"fa3", "fa2", "cuda_sdpa"})
     for (const ParityCase& c : gpu_cases()) out.push_back({b, c});
   return out;
 }
@@ -116,14 +116,26 @@ TEST_P(CudaKernels, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaKernels, ::testing::ValuesIn(gpu_params()),
                          [](const auto& info) { return info.param.backend + "_" + info.param.c.name; });
 
-// fa2's capability list comes from the instance table: every table entry is a
-// declared head dim, and an uncompiled one is a coded reason.
-TEST(CudaBackends, Fa2HeadDimsFollowTheInstanceTable) {
+// The flash backends' capability lists come from the instance table: every
+// table entry is a declared head dim, a pair the table lacks is a coded reason
+// (the same one check() and plan() give), and the arch bounds are the
+// instance arch's.
+TEST(CudaBackends, FlashCapabilitiesFollowTheInstanceTable) {
+  for (const char* name : {"fa2", "fa3"}) {
+    const Backend* b = default_registry().find(name);
+    ASSERT_NE(b, nullptr);
+    const auto& dims = b->capabilities().head_dims;
+    int entries = 0;
+    for (const CudaKernelInstance& i : cuda_kernel_instances()) {
+      if (i.family != name) continue;
+      ++entries;
+      EXPECT_NE(std::find(dims.begin(), dims.end(), i.head_dim_qk), dims.end()) << name << " " << i.head_dim_qk;
+      EXPECT_NE(std::find(dims.begin(), dims.end(), i.head_dim_v), dims.end()) << name << " " << i.head_dim_v;
+    }
+    EXPECT_GT(entries, 0) << name;
+  }
   const Backend* fa2 = default_registry().find("fa2");
-  ASSERT_NE(fa2, nullptr);
-  const auto& dims = fa2->capabilities().head_dims;
-  for (const Fa2Instance& i : fa2_instance_table())
-    EXPECT_NE(std::find(dims.begin(), dims.end(), i.head_dim), dims.end()) << i.head_dim;
+  const Backend* fa3 = default_registry().find("fa3");
   Problem p = make(64, 64, 2, 2, 80, DType::bf16);
   Platform sm80;
   sm80.kind = PlatformKind::cuda;
@@ -131,8 +143,27 @@ TEST(CudaBackends, Fa2HeadDimsFollowTheInstanceTable) {
   EXPECT_TRUE(fa2->check(p, sm80).has_code("AK2105"));
   p.head_dim_qk = p.head_dim_v = 128;
   EXPECT_TRUE(fa2->check(p, sm80).empty()) << fa2->check(p, sm80).summary();
+  EXPECT_TRUE(fa3->check(p, sm80).has_code("AK2102"));  // the sm_90 kernel on Ampere: names fa2
   sm80.sm = 75;
   EXPECT_TRUE(fa2->check(p, sm80).has_code("AK2102"));
+  Platform sm90 = sm80;
+  sm90.sm = 90;
+  EXPECT_TRUE(fa3->check(p, sm90).empty()) << fa3->check(p, sm90).summary();
+  // qk 192 / v 128 is an fa3 pair; 128 / 192 is not, and plan() says the same as check().
+  p.head_dim_qk = 192;
+  EXPECT_TRUE(fa3->check(p, sm90).empty()) << fa3->check(p, sm90).summary();
+  EXPECT_TRUE(fa2->check(p, sm90).has_code("AK2106"));
+  p.head_dim_qk = 128;
+  p.head_dim_v = 192;
+  const Diagnostics refused = fa3->check(p, sm90);
+  EXPECT_TRUE(refused.has_code("AK2105")) << refused.summary();
+  auto planned = fa3->plan(p, sm90);
+  ASSERT_FALSE(planned.ok());
+  EXPECT_TRUE(planned.diagnostics().has_code("AK2105")) << planned.diagnostics().summary();
+  Platform sm100 = sm90;
+  sm100.sm = 100;
+  p.head_dim_v = 128;
+  EXPECT_TRUE(fa3->check(p, sm100).has_code("AK2103"));  // not for Blackwell
 }
 
 #if defined(ATTNKIT_HAS_CUDA)
@@ -149,7 +180,7 @@ TEST(CudaDeviceLayer, FailedCallsBecomeCatalogedDiagnostics) {
 // Plan::run allocates nothing and only enqueues: a CUDA graph captures it, and
 // the replay writes the same bytes as a direct run.
 TEST(CudaBackends, RunIsGraphCapturable) {
-  for (const char* name : {"fa2", "cuda_sdpa"}) {
+  for (const char* name : {"fa3", "fa2", "cuda_sdpa"}) {
     const Backend* backend = default_registry().find(name);
     ASSERT_NE(backend, nullptr);
     const TestPlatform tp = test_platform_for(*backend);

@@ -15,7 +15,7 @@ struct Golden {
 // Reviewed against design 2.1: sm_90 -> fa3, sm_80 -> fa2, sm_100 dense
 // non-causal -> cudnn, sm_120 -> sdpa, ROCm fa (LLM: aiter), XPU xpu_flash,
 // MUSA fa, MPS and NPU sdpa, CPU cpu_flash (paged KV caches included). LLMs
-// with a paged KV cache go to flashinfer where fa2 (no paged KV) refuses;
+// with a paged KV cache go to flashinfer where fa2 / fa3 (no paged KV) refuse;
 // VDN-H3 needs its CUDA-only hybrid kernel.
 const Golden kGolden[] = {
     {"minimax-h3", "cuda:sm80", true, "transformer.self=fa2 transformer.cross=fa2 token_refiner.self=fa2 text_encoder.self=cuda_sdpa vae.self=fa2 audio_vae.self=cuda_sdpa"},
@@ -69,7 +69,7 @@ const Golden kGolden[] = {
     {"flux", "npu", true, "transformer.self=sdpa text_encoder.self=sdpa vae.self=sdpa"},
     {"flux", "cpu", true, "transformer.self=cpu_flash text_encoder.self=cpu_flash vae.self=cpu_flash"},
     {"llama", "cuda:sm80", true, "decoder.prefill=flashinfer decoder.decode=flashinfer"},
-    {"llama", "cuda:sm90", true, "decoder.prefill=fa3 decoder.decode=fa3"},
+    {"llama", "cuda:sm90", true, "decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"llama", "cuda:sm100", true, "decoder.prefill=fa4 decoder.decode=fa4"},
     {"llama", "cuda:sm120", true, "decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"llama", "rocm", true, "decoder.prefill=aiter decoder.decode=aiter"},
@@ -79,7 +79,7 @@ const Golden kGolden[] = {
     {"llama", "npu", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
     {"llama", "cpu", true, "decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
     {"glm-dsa", "cuda:sm80", true, "decoder.prefill=triton_attn decoder.decode=triton_attn"},
-    {"glm-dsa", "cuda:sm90", true, "decoder.prefill=fa3 decoder.decode=fa3"},
+    {"glm-dsa", "cuda:sm90", true, "decoder.prefill=triton_attn decoder.decode=triton_attn"},
     {"glm-dsa", "cuda:sm100", true, "decoder.prefill=fa4 decoder.decode=fa4"},
     {"glm-dsa", "cuda:sm120", true, "decoder.prefill=triton_attn decoder.decode=triton_attn"},
     {"glm-dsa", "rocm", true, "decoder.prefill=fa decoder.decode=fa"},
@@ -89,7 +89,7 @@ const Golden kGolden[] = {
     {"glm-dsa", "npu", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
     {"glm-dsa", "cpu", true, "decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
     {"kimi-k3-vl", "cuda:sm80", true, "vision.self=fa2 decoder.prefill=flashinfer decoder.decode=flashinfer"},
-    {"kimi-k3-vl", "cuda:sm90", true, "vision.self=fa3 decoder.prefill=fa3 decoder.decode=fa3"},
+    {"kimi-k3-vl", "cuda:sm90", true, "vision.self=fa3 decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"kimi-k3-vl", "cuda:sm100", true, "vision.self=fa4 decoder.prefill=fa4 decoder.decode=fa4"},
     {"kimi-k3-vl", "cuda:sm120", true, "vision.self=cuda_sdpa decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"kimi-k3-vl", "rocm", true, "vision.self=fa decoder.prefill=aiter decoder.decode=aiter"},

@@ -2,12 +2,15 @@
 // The CUDA backends:
 //   fa2        FlashAttention-2-class forward (mma.sync / ldmatrix / cp.async),
 //              the sm_80 kernel of the `fa` family; runs on sm_80 and later.
+//   fa3        FlashAttention-3-class forward (wgmma / TMA / warp-specialised
+//              producer and consumers), the sm_90 kernel of the `fa` family.
 //   cuda_sdpa  the generic CUDA kernel: every valid Problem with fp32/fp16/bf16
-//              inputs and head dims up to 256 has this path.
+//              inputs and head dims up to 256 has this path (sm_70 and later).
 // Their capabilities and plans exist in every build (so `attnkit check
-// --platform cuda:sm80` validates without a GPU); `built` says whether this
+// --platform cuda:sm90` validates without a GPU); `built` says whether this
 // binary carries the kernels.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "attnkit/backends/registry.hpp"
@@ -17,16 +20,20 @@ namespace attnkit {
 void register_cuda_backends(Registry& registry);
 
 std::unique_ptr<Backend> make_fa2_backend();
+std::unique_ptr<Backend> make_fa3_backend();
 std::unique_ptr<Backend> make_cuda_sdpa_backend();
 
-// The (dtype, head dim) pairs fa2 has a kernel for, from the instance table
-// (src/kernels/cuda/fa2_instances.def), whether or not this build compiled them.
-struct Fa2Instance {
+// One line of the kernel instance table (src/kernels/cuda/instances.def),
+// whether or not this build compiled it.
+struct CudaKernelInstance {
+  std::string family;  // "fa2", "fa3", "sdpa"
+  std::string arch;    // the compile target: "sm80", "sm90a", "sm70"
   DType dtype;
-  int head_dim;
-  int block_m, block_n, warps, stages;
-  std::size_t smem_bytes;
+  int head_dim_qk, head_dim_v;  // 0: any (sdpa)
+  int block_m, block_n;         // tile shape (0 for sdpa)
+  std::size_t smem_bytes;       // dynamic shared memory per CTA (0 for sdpa)
+  bool built;                   // this binary carries its kernel
 };
-std::vector<Fa2Instance> fa2_instance_table();
+std::vector<CudaKernelInstance> cuda_kernel_instances();
 
 }  // namespace attnkit

@@ -57,6 +57,7 @@ class DTypeSet {
     for (DType t : types) bits_ |= bit(t);
   }
   constexpr bool contains(DType t) const { return (bits_ & bit(t)) != 0; }
+  constexpr void insert(DType t) { bits_ |= bit(t); }
   constexpr bool empty() const { return bits_ == 0; }
 
  private:

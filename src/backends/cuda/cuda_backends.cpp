@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attnkit/backends/cuda.hpp"
 #include "backends/cuda/launchers.hpp"
 #include "kernels/cuda/fa2/traits.hpp"
+#include "kernels/cuda/sm90/traits.hpp"
 #include "kernels/cuda/params.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
 #include "backends/cuda/device.hpp"
@@ -15,50 +17,68 @@
 namespace attnkit {
 namespace {
 
-// ---- the instance tables (one source: src/kernels/cuda/*_instances.def)
+// ---- the instance table (one source: src/kernels/cuda/instances.def)
 
-struct Fa2Entry {
-  Fa2Instance info;
-  cuda::LaunchFn launch;
+struct KernelEntry {
+  CudaKernelInstance info;
+  cuda::LaunchFn launch;        // null: not compiled into this binary
   cuda::ConfigureFn configure;
 };
 
 // Tile constants come from the same traits the kernels use (a 2-byte stand-in
 // element type: the constants do not depend on fp16 vs bf16).
-template <int Dim>
-Fa2Instance fa2_info(DType dtype) {
-  using Tr = typename cuda::Fa2Config<std::uint16_t, Dim>::Traits;
-  return {dtype, Dim, Tr::kBlockM, Tr::kBlockN, Tr::kWarps, Tr::kStages, Tr::kSmemBytes};
+template <int QK, int V>
+CudaKernelInstance info_fa2(DType dtype, const char* arch) {
+  using Tr = typename cuda::Fa2Config<std::uint16_t, QK>::Traits;
+  return {"fa2", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
+template <int QK, int V>
+CudaKernelInstance info_fa3(DType dtype, const char* arch) {
+  using Tr = typename cuda::sm90::Fa3Config<std::uint16_t, QK, V>::Traits;
+  return {"fa3", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
+template <int QK, int V>
+CudaKernelInstance info_sdpa(DType dtype, const char* arch) {
+  return {"sdpa", arch, dtype, QK, V, 0, 0, 0, false};
 }
 
+#define AK_KERNEL_FNS(FAMILY, TAG, QK, V) \
+  &cuda::FAMILY##_launch_##TAG##_##QK##_##V, &cuda::FAMILY##_configure_##TAG##_##QK##_##V
 #if defined(ATTNKIT_HAS_CUDA)
-#define AK_FA2_FNS(TAG, DIM) &cuda::fa2_launch_##TAG##_d##DIM, &cuda::fa2_configure_##TAG##_d##DIM
-#define AK_SDPA_FN(TAG) &cuda::sdpa_launch_##TAG
+#define AK_FNS_sm80(FAMILY, TAG, QK, V) AK_KERNEL_FNS(FAMILY, TAG, QK, V)
+#define AK_FNS_sm70(FAMILY, TAG, QK, V) AK_KERNEL_FNS(FAMILY, TAG, QK, V)
 #else
-#define AK_FA2_FNS(TAG, DIM) nullptr, nullptr
-#define AK_SDPA_FN(TAG) nullptr
+#define AK_FNS_sm80(FAMILY, TAG, QK, V) nullptr, nullptr
+#define AK_FNS_sm70(FAMILY, TAG, QK, V) nullptr, nullptr
+#endif
+#if defined(ATTNKIT_HAS_CUDA) && defined(ATTNKIT_BUILT_SM90A)
+#define AK_FNS_sm90a(FAMILY, TAG, QK, V) AK_KERNEL_FNS(FAMILY, TAG, QK, V)
+#else
+#define AK_FNS_sm90a(FAMILY, TAG, QK, V) nullptr, nullptr
 #endif
 
-const std::vector<Fa2Entry>& fa2_entries() {
-  static const std::vector<Fa2Entry> entries = {
-#define AK_FA2_INSTANCE(TAG, DIM) {fa2_info<DIM>(DType::TAG), AK_FA2_FNS(TAG, DIM)},
-#include "kernels/cuda/fa2_instances.def"
-#undef AK_FA2_INSTANCE
-  };
+const std::vector<KernelEntry>& kernel_entries() {
+  static const std::vector<KernelEntry> entries = [] {
+    std::vector<KernelEntry> e = {
+#define AK_INSTANCE(FAMILY, ARCH, TAG, QK, V) \
+  {info_##FAMILY<QK, V>(DType::TAG, #ARCH), AK_FNS_##ARCH(FAMILY, TAG, QK, V)},
+#include "kernels/cuda/instances.def"
+#undef AK_INSTANCE
+    };
+    for (KernelEntry& k : e) k.info.built = k.launch != nullptr;
+    return e;
+  }();
   return entries;
 }
 
-struct SdpaEntry {
-  DType dtype;
-  cuda::LaunchFn launch;
-};
-const std::vector<SdpaEntry>& sdpa_entries() {
-  static const std::vector<SdpaEntry> entries = {
-#define AK_SDPA_INSTANCE(TAG) {DType::TAG, AK_SDPA_FN(TAG)},
-#include "kernels/cuda/sdpa_instances.def"
-#undef AK_SDPA_INSTANCE
-  };
-  return entries;
+// The instance that runs `p` for `family`: exact (dtype, qk, v), or the
+// any-dim entry of the dtype (sdpa). The one lookup check() and plan() share.
+const KernelEntry* find_kernel(std::string_view family, const Problem& p) {
+  for (const KernelEntry& e : kernel_entries())
+    if (e.info.family == family && e.info.dtype == p.dtype &&
+        ((e.info.head_dim_qk == p.head_dim_qk && e.info.head_dim_v == p.head_dim_v) || e.info.head_dim_qk == 0))
+      return &e;
+  return nullptr;
 }
 
 std::string dtype_list(const std::vector<DType>& types) {
@@ -141,17 +161,42 @@ Diagnostics require_device(const Platform& platform) {
 #endif
 }
 
-// ---- fa2
+// ---- the backends: capabilities from the instance table, one check for check() and plan()
 
-Capabilities fa2_capabilities() {
+std::string head_dim_pairs(std::string_view family) {
+  std::vector<std::string> pairs;
+  for (const KernelEntry& e : kernel_entries()) {
+    if (e.info.family != family) continue;
+    std::string pair = std::to_string(e.info.head_dim_qk);
+    if (e.info.head_dim_v != e.info.head_dim_qk) pair += "/" + std::to_string(e.info.head_dim_v);
+    if (std::find(pairs.begin(), pairs.end(), pair) == pairs.end()) pairs.push_back(pair);
+  }
+  std::string out;
+  for (const std::string& s : pairs) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// What the table says a family can run: its dtypes, head dims, whether qk and
+// v may differ, whether any of its instances is in this binary.
+void table_capabilities(Capabilities& c, std::string_view family) {
+  c.dtypes = {};
+  bool any_built = false;
+  for (const KernelEntry& e : kernel_entries()) {
+    if (e.info.family != family) continue;
+    c.dtypes.insert(e.info.dtype);
+    any_built |= e.info.built;
+    if (e.info.head_dim_qk == 0) continue;
+    for (int d : {e.info.head_dim_qk, e.info.head_dim_v})
+      if (std::find(c.head_dims.begin(), c.head_dims.end(), d) == c.head_dims.end()) c.head_dims.push_back(d);
+    if (e.info.head_dim_v != e.info.head_dim_qk) c.distinct_v_head_dim = true;
+  }
+  std::sort(c.head_dims.begin(), c.head_dims.end());
+  c.built = any_built;
+}
+
+Capabilities flash_capabilities(std::string_view family) {
   Capabilities c;
   c.platforms = {PlatformKind::cuda};
-  c.min_sm = 80;
-  c.dtypes = {DType::f16, DType::bf16};
-  for (const Fa2Entry& e : fa2_entries())
-    if (std::find(c.head_dims.begin(), c.head_dims.end(), e.info.head_dim) == c.head_dims.end())
-      c.head_dims.push_back(e.info.head_dim);
-  std::sort(c.head_dims.begin(), c.head_dims.end());
   c.max_head_dim = 256;
   c.distinct_v_head_dim = false;
   c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window};
@@ -159,123 +204,162 @@ Capabilities fa2_capabilities() {
   c.gqa = c.softcap = c.sinks = c.lse = true;
   c.paged_kv = false;
   c.ring_capable = true;  // LSE out + bottom-right causal: what ring attention merges
-  c.built = cuda_compiled();
+  table_capabilities(c, family);
   return c;
 }
 
-// What both CUDA backends share: their declared capabilities, one dtype for q,
-// k, v and out, and the checks that open plan().
-class CudaBackend : public Backend {
- public:
-  explicit CudaBackend(Capabilities caps) : caps_(std::move(caps)) {}
-  const Capabilities& capabilities() const override { return caps_; }
+Capabilities fa2_capabilities() {
+  Capabilities c = flash_capabilities("fa2");
+  c.min_sm = 80;
+  return c;
+}
 
-  Diagnostics check(const Problem& p, const Platform& platform) const override {
-    Diagnostics out = check_capabilities(name(), caps_, p, platform);
-    if (caps_.platforms.contains(platform.kind)) check_same_dtypes(out, name(), p);
-    return out;
-  }
+// sm_90a cubins run on compute capability 9.0 alone (not Blackwell).
+Capabilities fa3_capabilities() {
+  Capabilities c = flash_capabilities("fa3");
+  c.min_sm = 90;
+  c.max_sm = 90;
+  return c;
+}
 
- protected:
-  Diagnostics plan_checks(const Problem& p, const Platform& platform) const {
-    Diagnostics why = validate_problem(p);
-    why.append(check(p, platform));
-    return why;
-  }
-
- private:
-  Capabilities caps_;
-};
-
-class Fa2Backend final : public CudaBackend {
- public:
-  Fa2Backend() : CudaBackend(fa2_capabilities()) {}
-  std::string_view name() const override { return "fa2"; }
-  std::string_view description() const override {
-    return "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async K/V pipeline into "
-           "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims 64/96/128/192/256";
-  }
-  Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
-    if (Diagnostics why = plan_checks(p, platform); !why.ok()) return why;
-    const Fa2Entry* entry = nullptr;
-    for (const Fa2Entry& e : fa2_entries())
-      if (e.info.dtype == p.dtype && e.info.head_dim == p.head_dim_qk) entry = &e;
-    if (entry == nullptr) {
-      std::vector<DType> types;
-      for (const Fa2Entry& e : fa2_entries())
-        if (e.info.head_dim == p.head_dim_qk) types.push_back(e.info.dtype);
-      return diagnose("AK2104", {{"backend", "fa2"}, {"role", "q"}, {"dtype", std::string(dtype_name(p.dtype))},
-                                 {"supported", dtype_list(types)}});
-    }
-    if (Diagnostics dev = require_device(platform); !dev.ok()) return dev;
-#if defined(ATTNKIT_HAS_CUDA)
-    // Tile choice is the table's; raising the kernel's dynamic shared-memory
-    // limit happens here, once, so run() stays capturable.
-    if (platform.detected) {
-      Diagnostics cfg = cuda::check_cuda(entry->configure(), "cudaFuncSetAttribute(fa2 max dynamic shared memory)");
-      if (!cfg.ok()) return cfg;
-    }
+// The generic kernel's oldest arch in this build: sm_70 with a CUDA 12
+// toolkit, sm_75 with CUDA 13 (which dropped Volta); a build without nvcc
+// validates for what a current toolkit builds.
+#if defined(ATTNKIT_SDPA_MIN_SM)
+constexpr int kSdpaMinSm = ATTNKIT_SDPA_MIN_SM;
+#else
+constexpr int kSdpaMinSm = 75;
 #endif
-    return std::unique_ptr<Plan>(std::make_unique<CudaAttentionPlan>(
-        p, entry->launch, 16,
-        "fa2 kernel (" + std::string(dtype_name(p.dtype)) + ", d" + std::to_string(p.head_dim_qk) + ", " +
-            std::to_string(entry->info.block_m) + "x" + std::to_string(entry->info.block_n) + " tiles)"));
-  }
-};
-
-// ---- cuda_sdpa
+// bf16 arithmetic and conversions in hardware start at sm_80 (the engine
+// refuses bf16 attention on Volta / Turing too).
+constexpr int kBf16MinSm = 80;
 
 Capabilities cuda_sdpa_capabilities() {
   Capabilities c;
   c.platforms = {PlatformKind::cuda};
-  c.min_sm = 80;  // the build's arch floor (CMAKE_CUDA_ARCHITECTURES), not the kernel's
-  c.dtypes = {DType::f32, DType::f16, DType::bf16};  // sdpa_instances.def; plan() refuses a missing one
+  c.min_sm = kSdpaMinSm;
   c.max_head_dim = 256;
   c.distinct_v_head_dim = true;
   c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.gqa = c.softcap = c.sinks = c.lse = true;
   c.paged_kv = true;
-  c.built = cuda_compiled();
+  table_capabilities(c, "sdpa");
   return c;
 }
 
-class CudaSdpaBackend final : public CudaBackend {
+// A CUDA backend over one family of the instance table. check() and plan()
+// share instance_reasons(): a check that passes never meets a plan that fails.
+class CudaBackend final : public Backend {
  public:
-  CudaSdpaBackend() : CudaBackend(cuda_sdpa_capabilities()) {}
-  std::string_view name() const override { return "cuda_sdpa"; }
-  std::string_view description() const override {
-    return "generic CUDA attention (fp32 arithmetic, no tensor cores): any head dim up to 256, every mask, paged "
-           "KV, varlen; the CUDA path of last resort";
+  CudaBackend(std::string name, std::string family, std::string description, Capabilities caps, int alignment)
+      : name_(std::move(name)), family_(std::move(family)), description_(std::move(description)),
+        caps_(std::move(caps)), alignment_(alignment) {}
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  const Capabilities& capabilities() const override { return caps_; }
+
+  Diagnostics check(const Problem& p, const Platform& platform) const override {
+    Diagnostics out = check_capabilities(name(), caps_, p, platform);
+    if (!caps_.platforms.contains(platform.kind)) return out;
+    check_same_dtypes(out, name(), p);
+    if (p.dtype == DType::bf16 && platform.sm > 0 && platform.sm < kBf16MinSm && caps_.min_sm < kBf16MinSm)
+      out.add("AK2104", {{"backend", name_}, {"role", "q"}, {"dtype", "bf16"},
+                         {"supported", "fp32, fp16 on " + platform.label() + " (bf16 needs sm_80 or newer)"}});
+    if (!out.has_code("AK2104") && !out.has_code("AK2105") && !out.has_code("AK2106")) instance_reasons(out, p, platform);
+    return out;
   }
+
   Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
-    if (Diagnostics why = plan_checks(p, platform); !why.ok()) return why;
-    const SdpaEntry* entry = nullptr;
-    for (const SdpaEntry& e : sdpa_entries())
-      if (e.dtype == p.dtype) entry = &e;
-    if (entry == nullptr) return diagnose("AK2104", {{"backend", "cuda_sdpa"}, {"role", "q"},
-                                                     {"dtype", std::string(dtype_name(p.dtype))},
-                                                     {"supported", "fp32, fp16, bf16"}});
+    Diagnostics why = validate_problem(p);
+    why.append(check(p, platform));
+    if (!why.ok()) return why;
+    const KernelEntry* entry = find_kernel(family_, p);  // exists: check() said so
     if (Diagnostics dev = require_device(platform); !dev.ok()) return dev;
-    // Element-wise loads: only the element alignment is needed.
+#if defined(ATTNKIT_HAS_CUDA)
+    // Raising the kernel's dynamic shared-memory limit happens here, once, so
+    // run() stays capturable.
+    if (platform.detected && entry->configure != nullptr) {
+      Diagnostics cfg = cuda::check_cuda(entry->configure(), "cudaFuncSetAttribute(" + name_ + " shared memory)");
+      if (!cfg.ok()) return cfg;
+    }
+#endif
+    std::string what = name_ + " kernel (" + std::string(dtype_name(p.dtype));
+    if (entry->info.head_dim_qk > 0)
+      what += ", d" + std::to_string(p.head_dim_qk) +
+              (p.head_dim_v != p.head_dim_qk ? "/" + std::to_string(p.head_dim_v) : "") + ", " +
+              std::to_string(entry->info.block_m) + "x" + std::to_string(entry->info.block_n) + " tiles";
     return std::unique_ptr<Plan>(std::make_unique<CudaAttentionPlan>(
-        p, entry->launch, static_cast<int>(dtype_size(p.dtype)),
-        "cuda_sdpa kernel (" + std::string(dtype_name(p.dtype)) + ")"));
+        p, entry->launch, alignment_ > 0 ? alignment_ : static_cast<int>(dtype_size(p.dtype)), what + ")"));
   }
+
+ private:
+  // The table's verdict on (dtype, qk, v): no such instance (AK2104 for the
+  // dtype when the head dims exist in another, else AK2105 naming the pairs),
+  // or an instance this binary lacks on this machine (AK2111).
+  void instance_reasons(Diagnostics& out, const Problem& p, const Platform& platform) const {
+    const KernelEntry* entry = find_kernel(family_, p);
+    if (entry == nullptr) {
+      std::vector<DType> types;
+      for (const KernelEntry& e : kernel_entries())
+        if (e.info.family == family_ && e.info.head_dim_qk == p.head_dim_qk && e.info.head_dim_v == p.head_dim_v)
+          types.push_back(e.info.dtype);
+      if (!types.empty())
+        out.add("AK2104", {{"backend", name_}, {"role", "q"}, {"dtype", std::string(dtype_name(p.dtype))},
+                           {"supported", dtype_list(types)}});
+      else
+        out.add("AK2105", {{"backend", name_},
+                           {"dim", std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v)},
+                           {"compiled", head_dim_pairs(family_) + " (qk/v)"}});
+      return;
+    }
+    if (!entry->info.built && platform.detected && !out.has_code("AK2111"))
+      out.add("AK2111", {{"backend", name_},
+                         {"detail", ": the " + entry->info.arch + " instance " + dtype_list({p.dtype}) + " d" +
+                                        std::to_string(p.head_dim_qk) + " was not compiled (ATTNKIT_ENABLE_SM90A)"}});
+  }
+
+  std::string name_, family_, description_;
+  Capabilities caps_;
+  int alignment_;  // bytes of q/k/v/out rows and strides; 0: the element size
 };
 
 }  // namespace
 
-std::vector<Fa2Instance> fa2_instance_table() {
-  std::vector<Fa2Instance> out;
-  for (const Fa2Entry& e : fa2_entries()) out.push_back(e.info);
+std::vector<CudaKernelInstance> cuda_kernel_instances() {
+  std::vector<CudaKernelInstance> out;
+  for (const KernelEntry& e : kernel_entries()) out.push_back(e.info);
   return out;
 }
 
-std::unique_ptr<Backend> make_fa2_backend() { return std::make_unique<Fa2Backend>(); }
-std::unique_ptr<Backend> make_cuda_sdpa_backend() { return std::make_unique<CudaSdpaBackend>(); }
+// Rows, strides and base pointers 16-byte aligned: fa2 loads rows in 16-byte
+// cp.async vectors, fa3's TMA tensor maps require it.
+std::unique_ptr<Backend> make_fa2_backend() {
+  return std::make_unique<CudaBackend>(
+      "fa2", "fa2",
+      "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async K/V pipeline into "
+      "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims " + head_dim_pairs("fa2"),
+      fa2_capabilities(), 16);
+}
+std::unique_ptr<Backend> make_fa3_backend() {
+  return std::make_unique<CudaBackend>(
+      "fa3", "fa3",
+      "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
+      "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
+      "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v)",
+      fa3_capabilities(), 16);
+}
+// Element-wise loads: only the element alignment is needed.
+std::unique_ptr<Backend> make_cuda_sdpa_backend() {
+  return std::make_unique<CudaBackend>(
+      "cuda_sdpa", "sdpa",
+      "generic CUDA attention (fp32 arithmetic, no tensor cores): any head dim up to 256, every mask, paged "
+      "KV, varlen, sm_70 and later; the CUDA path of last resort",
+      cuda_sdpa_capabilities(), 0);
+}
 
 void register_cuda_backends(Registry& registry) {
+  registry.add(make_fa3_backend());
   registry.add(make_fa2_backend());
   registry.add(make_cuda_sdpa_backend());
 }

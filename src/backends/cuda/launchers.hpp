@@ -1,22 +1,18 @@
 #pragma once
 // Declarations of the kernel launchers that the generated .cu files define
-// (one instantiation each), without CUDA types, so host glue stays plain C++.
-// Each returns a cudaError_t as int (0 = success).
+// (one instance each, src/kernels/cuda/instances.def), without CUDA types, so
+// host glue stays plain C++. Each returns a cudaError_t as int (0 = success).
 #include "kernels/cuda/params.hpp"
 
 namespace attnkit::cuda {
 
 using LaunchFn = int (*)(const AttnParams&, void* stream);
-using ConfigureFn = int (*)();
+using ConfigureFn = int (*)();  // raises the kernel's shared-memory limit (plan time)
 
-#define AK_FA2_INSTANCE(TAG, DIM)                                    \
-  int fa2_launch_##TAG##_d##DIM(const AttnParams& p, void* stream); \
-  int fa2_configure_##TAG##_d##DIM();
-#include "kernels/cuda/fa2_instances.def"
-#undef AK_FA2_INSTANCE
-
-#define AK_SDPA_INSTANCE(TAG) int sdpa_launch_##TAG(const AttnParams& p, void* stream);
-#include "kernels/cuda/sdpa_instances.def"
-#undef AK_SDPA_INSTANCE
+#define AK_INSTANCE(FAMILY, ARCH, TAG, QK, V)                                      \
+  int FAMILY##_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream); \
+  int FAMILY##_configure_##TAG##_##QK##_##V();
+#include "kernels/cuda/instances.def"
+#undef AK_INSTANCE
 
 }  // namespace attnkit::cuda

@@ -79,30 +79,12 @@ Capabilities with(Capabilities c, F&& edit) {
 std::vector<Row> modelled_table() {
   const std::vector<int> flash_dims{64, 96, 128, 192, 256};
   std::vector<Row> rows;
-  // ---- CUDA flash family (fa2 and cuda_sdpa only if their kernels are absent)
-  // These two mirror the declarations of src/backends/cuda so a build without
-  // the CUDA host glue validates the same way.
-  rows.push_back({"fa2", "flash attention, sm_80 kernel (mma.sync); modelled when not compiled",
-                  with(cuda_caps(80, 0, kHalf, flash_dims), [](Capabilities& c) {
-                    c.distinct_v_head_dim = false;
-                    c.paged_kv = false;
-                    c.ring_capable = true;
-                  })});
-  rows.push_back({"fa3", "flash attention, sm_90 kernel (wgmma + TMA), Hopper only",
-                  with(cuda_caps(90, 90, kHalfFp8, flash_dims), [](Capabilities& c) {
-                    c.paged_kv = true;
-                    c.ring_capable = true;
-                  })});
+  // ---- CUDA flash family: fa2, fa3 and cuda_sdpa are real backends (src/backends/cuda) in every build.
   rows.push_back({"fa4", "flash attention, Blackwell kernel (sm_100/sm_103)",
                   with(cuda_caps(100, 103, kHalf, {64, 96, 128, 192}), [](Capabilities& c) {
                     c.paged_kv = true;
                     c.ring_capable = true;
                     c.sinks = false;
-                  })});
-  rows.push_back({"cuda_sdpa", "generic CUDA attention (any sm, any head dim); modelled when not compiled",
-                  with(cuda_caps(80, 0, kHalfF32, {}), [](Capabilities& c) {
-                    c.masks = kAllMasks;
-                    c.paged_kv = true;
                   })});
   rows.push_back({"cudnn", "cuDNN SDPA through the graph API",
                   with(cuda_caps(80, 0, kHalf, {}), [](Capabilities& c) {

@@ -50,6 +50,9 @@ struct AttnParams {
   float softcap = 0.0f;
   float softcap_prescale = 0.0f;
   float softcap_log2 = 0.0f;
+  // Rows of the q and k/v tensors along the sequence: seqlen for BSHD / BHSD,
+  // the packed token count for THD (the TMA tensor maps' extent).
+  std::int64_t rows_q = 1, rows_k = 1;
 };
 
 // Lengths and packed token offsets of sequence b, read on the device.
@@ -119,6 +122,8 @@ inline AttnParams make_attn_params(const Problem& p, const AttentionTensors& t) 
     copy_strides(a.custom_mask_strides, t.custom_mask, 4);
   }
   a.layout = p.layout;
+  a.rows_q = p.layout == Layout::thd ? t.q.shape[0] : p.seqlen_q;
+  a.rows_k = p.paged_kv ? t.k.shape[0] * t.k.shape[1] : p.layout == Layout::thd ? t.k.shape[0] : p.seqlen_k;
   a.mask = p.mask;
   a.batch = p.batch;
   a.seqlen_q = p.seqlen_q;

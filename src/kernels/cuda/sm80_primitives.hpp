@@ -1,6 +1,7 @@
 #pragma once
 // The sm_80 building blocks of the flash kernels: cp.async global->shared
-// copies, ldmatrix fragment loads, mma.sync m16n8k16 and fast exp2. Each is one
+// copies, ldmatrix fragment loads, mma.sync m16n8k16 (exp2, packing and quad
+// reductions, shared with sm_90: common/math.hpp). Each is one
 // PTX instruction; fragment layouts are those of the PTX ISA for m16n8k16:
 //   g = lane / 4, t = lane % 4
 //   A (16x16, row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
@@ -12,11 +13,9 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace attnkit::cuda {
+#include "kernels/cuda/common/math.hpp"
 
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
+namespace attnkit::cuda {
 
 // Shared-memory operands are 32-bit shared-window byte addresses (smem_addr
 // once per kernel, then integer offsets): with generic pointers, ptxas on sm_90
@@ -66,34 +65,6 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-}
-
-// Two floats -> one 32-bit register of two 16-bit values (lo in the low half).
-template <class T>
-__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<std::uint32_t*>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<std::uint32_t*>(&h);
-  }
-}
-
-// 2^x in one MUFU op (ex2.approx: 2 ulp; exp2(-inf) = 0).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 }  // namespace attnkit::cuda

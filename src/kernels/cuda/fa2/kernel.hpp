@@ -4,7 +4,7 @@
 // cp.async ring of key tiles) and the epilogue (normalise, store O and LSE).
 #include "kernels/cuda/fa2/epilogue.hpp"
 #include "kernels/cuda/fa2/mainloop.hpp"
-#include "kernels/cuda/fa2/tile_scheduler.hpp"
+#include "kernels/cuda/common/tile_scheduler.hpp"
 #include "kernels/cuda/fa2/traits.hpp"
 
 namespace attnkit::cuda {
@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   auto sV = [&](int stage) { return static_cast<std::uint32_t>(sK(stage) + Traits::kKvTileBytes); };
 
   // ---- which tile, and where its rows live
-  const Fa2Tile tile = Fa2TileScheduler<kBlockM>::current();
+  const Tile tile = TileScheduler<kBlockM>::current();
   const DeviceSpan span = sequence_span(p, tile.batch);
   const int m0 = tile.m_block * kBlockM;
   if (m0 >= span.q_len) return;  // varlen: this sequence is shorter than the longest

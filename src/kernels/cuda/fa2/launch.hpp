@@ -1,6 +1,6 @@
 #pragma once
 // Host launchers of fa2, one instantiation per generated .cu file
-// (fa2_instances.def -> fa2_<dtype>_d<dim>.cu, see src/backends/cuda/CMakeLists.txt).
+// (instances.def -> fa2_<dtype>_d<qk>_<v>.cu, see src/backends/cuda/CMakeLists.txt).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_types.hpp"
@@ -17,20 +17,21 @@ cudaError_t fa2_configure() {
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
 template <class Traits>
 cudaError_t fa2_launch(const AttnParams& p, cudaStream_t stream) {
-  fa2_forward_kernel<Traits><<<Fa2TileScheduler<Traits::kBlockM>::grid(p), Traits::kThreads, Traits::kSmemBytes,
+  fa2_forward_kernel<Traits><<<TileScheduler<Traits::kBlockM>::grid(p), Traits::kThreads, Traits::kSmemBytes,
                                stream>>>(p);
   return cudaGetLastError();
 }
 
 }  // namespace attnkit::cuda
 
-// Defines fa2_launch_<TAG>_d<DIM> and fa2_configure_<TAG>_d<DIM> (declared in
-// src/backends/cuda/launchers.hpp) for one table entry.
-#define AK_FA2_DEFINE_LAUNCHER(TAG, DIM)                                                                 \
-  namespace attnkit::cuda {                                                                              \
-  using Fa2Traits_##TAG##_##DIM = Fa2Config<CudaElement<DType::TAG>::type, DIM>::Traits;                 \
-  int fa2_launch_##TAG##_d##DIM(const AttnParams& p, void* stream) {                                     \
-    return static_cast<int>(fa2_launch<Fa2Traits_##TAG##_##DIM>(p, static_cast<cudaStream_t>(stream))); \
-  }                                                                                                      \
-  int fa2_configure_##TAG##_d##DIM() { return static_cast<int>(fa2_configure<Fa2Traits_##TAG##_##DIM>()); } \
+// Defines fa2_launch_<TAG>_<QK>_<V> and fa2_configure_<TAG>_<QK>_<V> (declared
+// in src/backends/cuda/launchers.hpp) for one instances.def entry (QK == V).
+#define AK_DEFINE_LAUNCHER_fa2(TAG, QK, V)                                                              \
+  namespace attnkit::cuda {                                                                             \
+  static_assert(QK == V, "fa2 runs equal qk and v head dims");                                          \
+  using Fa2Traits_##TAG##_##QK = Fa2Config<CudaElement<DType::TAG>::type, QK>::Traits;                  \
+  int fa2_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                \
+    return static_cast<int>(fa2_launch<Fa2Traits_##TAG##_##QK>(p, static_cast<cudaStream_t>(stream)));  \
+  }                                                                                                     \
+  int fa2_configure_##TAG##_##QK##_##V() { return static_cast<int>(fa2_configure<Fa2Traits_##TAG##_##QK>()); } \
   }

@@ -166,10 +166,12 @@ cudaError_t sdpa_launch(const AttnParams& p, cudaStream_t stream) {
 
 }  // namespace attnkit::cuda
 
-#define AK_SDPA_DEFINE_LAUNCHER(TAG)                                                               \
-  namespace attnkit::cuda {                                                                        \
-  int sdpa_launch_##TAG(const AttnParams& p, void* stream) {                                       \
-    return static_cast<int>(                                                                       \
-        sdpa_launch<CudaElement<DType::TAG>::type>(p, static_cast<cudaStream_t>(stream)));         \
-  }                                                                                                \
+// Defines sdpa_launch_<TAG>_0_0 and sdpa_configure_<TAG>_0_0 (declared in
+// src/backends/cuda/launchers.hpp) for one instances.def entry (any head dim).
+#define AK_DEFINE_LAUNCHER_sdpa(TAG, QK, V)                                                          \
+  namespace attnkit::cuda {                                                                          \
+  int sdpa_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                            \
+    return static_cast<int>(sdpa_launch<CudaElement<DType::TAG>::type>(p, static_cast<cudaStream_t>(stream))); \
+  }                                                                                                  \
+  int sdpa_configure_##TAG##_##QK##_##V() { return 0; }                                              \
   }

@@ -1,0 +1,131 @@
+#pragma once
+// The online softmax of the flash kernels, written against the accumulator
+// row view that mma.sync (sm_80) and wgmma (sm_90) share: a thread holds, per
+// 16-row strip m and 8-column tile j, frag[m][j][0..1] = row g, columns
+// 8j + 2t + {0,1}, and frag[m][j][2..3] = the same columns of row g + 8
+// (g = lane / 4, t = lane % 4); the 4 threads of a quad hold a whole row.
+//
+// State per row, in log2 units (x = c * s, c > 0 the score scale):
+//   m = running max of x (the sink logit included),
+//   l = running sum of 2^(x - m) over this thread's columns,
+//   O = running sum of 2^(x - m) v,
+// so that after the last tile O / quad_sum(l) is the attention output.
+#include <cmath>
+
+#include "kernels/cuda/common/math.hpp"
+#include "kernels/cuda/params.hpp"
+
+namespace attnkit::cuda {
+
+// Rows g and g + 8 of one strip.
+struct RowState {
+  float m[2];
+  float l[2];
+};
+
+template <int kM, int kTiles>
+struct TileSoftmax {
+  using Frag = float[kM][kTiles][4];
+
+  // c * rowmax(s) of row r of strip m over this tile, the quad combined.
+  static __device__ __forceinline__ float row_max(const Frag& s, int m, int r, float c) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) mx = fmaxf(mx, fmaxf(s[m][j][2 * r], s[m][j][2 * r + 1]));
+    return quad_max(mx) * c;
+  }
+
+  // s <- P = 2^(c s - m_sub) for row r of strip m; returns this thread's sum of P.
+  static __device__ __forceinline__ float exponentiate_row(Frag& s, int m, int r, float c, float m_sub) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      s[m][j][2 * r] = fast_exp2(fmaf(s[m][j][2 * r], c, -m_sub));
+      s[m][j][2 * r + 1] = fast_exp2(fmaf(s[m][j][2 * r + 1], c, -m_sub));
+      sum += s[m][j][2 * r] + s[m][j][2 * r + 1];
+    }
+    return sum;
+  }
+
+  // Exact running max: m_new = max(m, rowmax(x)); s <- P = 2^(x - m_new);
+  // l <- l * alpha + rowsum(P) with alpha = 2^(m - m_new), the factor O must
+  // be scaled by (rescale_rows). A row that has seen only masked keys keeps
+  // m = -inf and subtracts 0 instead, so every 2^(-inf) is a clean 0.
+  static __device__ __forceinline__ void step(Frag& s, RowState (&st)[kM], float c, float (&alpha)[kM][2]) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float mx = fmaxf(st[m].m[r], row_max(s, m, r, c));
+        const float m_sub = mx == -INFINITY ? 0.0f : mx;
+        alpha[m][r] = fast_exp2(st[m].m[r] - m_sub);
+        st[m].m[r] = mx;
+        st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
+      }
+  }
+};
+
+// O *= alpha, row by row.
+template <int kM, int kOTiles>
+__device__ __forceinline__ void rescale_rows(float (&o)[kM][kOTiles][4], const float (&alpha)[kM][2]) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) {
+      o[m][j][0] *= alpha[m][0];
+      o[m][j][1] *= alpha[m][0];
+      o[m][j][2] *= alpha[m][1];
+      o[m][j][3] *= alpha[m][1];
+    }
+}
+
+// Under softcapping, s <- cap*log2(e) * tanh(s * scale / cap): scores in log2
+// units, and the softmax then runs with c = 1. Without it the raw q.k scores
+// go to the softmax with c = scale*log2(e), folded into the exponent's FMA.
+template <int kM, int kTiles>
+__device__ __forceinline__ void apply_softcap(float (&s)[kM][kTiles][4], const AttnParams& p) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[m][j][e] = p.softcap_log2 * tanhf(s[m][j][e] * p.softcap_prescale);
+}
+
+// Hides keys outside each row's visible range (causal / window / sequence
+// end). `key0` is the tile's first key, `strip_row0` the first row of strip 0
+// (strips are 16 rows apart).
+template <int kM, int kTiles>
+__device__ __forceinline__ void apply_mask(float (&s)[kM][kTiles][4], int key0, int strip_row0, int q_len, int k_len,
+                                           int window_left, int window_right) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const KeyRange keys = visible_keys(strip_row0 + 16 * m + g + 8 * r, q_len, k_len, window_left, window_right);
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int key = key0 + j * 8 + 2 * t + c;
+          if (key < keys.lo || key >= keys.hi) s[m][j][2 * r + c] = -INFINITY;
+        }
+    }
+}
+
+// The end of the softmax for one row: l_total = quad_sum(l) + 2^(sink - m)
+// (sink in log2 units, when there is one); O is scaled by 1 / l_total, and
+//   LSE = ln 2 * m + ln(l_total)    (natural log; -inf for a row that saw no key).
+struct RowTotal {
+  float inv_l;  // 0 for a row that saw no key: O = 0
+  float lse;
+};
+__device__ __forceinline__ RowTotal finish_row(float m, float l_thread, bool has_sink, float sink_log2) {
+  float l = quad_sum(l_thread);
+  const float m_sub = m == -INFINITY ? 0.0f : m;
+  if (has_sink) l += fast_exp2(sink_log2 - m_sub);
+  return {l > 0.0f ? 1.0f / l : 0.0f, l > 0.0f ? m * kLn2 + logf(l) : -INFINITY};
+}
+
+}  // namespace attnkit::cuda

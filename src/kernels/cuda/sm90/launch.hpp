@@ -1,0 +1,100 @@
+#pragma once
+// Host launchers of fa3, one instantiation per generated .cu file: the TMA
+// tensor maps of q, k and v are encoded here at each launch (a host call of a
+// few microseconds; no allocation, so a CUDA graph can capture the launch).
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include "kernels/cuda/cuda_types.hpp"
+#include "kernels/cuda/sm90/kernel.hpp"
+
+namespace attnkit::cuda::sm90 {
+
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (no
+// link against libcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 4-D map (head dim, rows, heads, batch) of one q/k/v tensor whose boxes are
+// one column block wide and `box_rows` rows tall, in the traits' swizzle.
+template <class Traits>
+cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64_t (&strides)[4], Layout layout,
+                            std::int64_t rows, int heads, int batch, int dim, int box_rows) {
+  auto encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  constexpr std::int64_t e = sizeof(typename Traits::T);
+  std::int64_t row_stride, head_stride, batch_stride;
+  switch (layout) {
+    case Layout::bshd: row_stride = strides[1], head_stride = strides[2], batch_stride = strides[0]; break;
+    case Layout::bhsd: row_stride = strides[2], head_stride = strides[1], batch_stride = strides[0]; break;
+    default: row_stride = strides[0], head_stride = strides[1], batch_stride = strides[1] * heads; batch = 1; break;
+  }
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  // A dimension of extent 1 may have any stride; TMA still wants a multiple of 16 bytes.
+  auto bytes = [&](std::int64_t s, cuuint64_t extent) {
+    return static_cast<cuuint64_t>(extent > 1 ? s * e : 16);
+  };
+  const cuuint64_t byte_strides[3] = {bytes(row_stride, dims[1]), bytes(head_stride, dims[2]),
+                                      bytes(batch_stride, dims[3])};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(Traits::kBlockCols), static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType type =
+      std::is_same_v<typename Traits::T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle swizzle =
+      Traits::kSwizzle == Swizzle::b128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUresult r = encode(&map, type, 4, const_cast<void*>(data), dims, byte_strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <class Traits>
+cudaError_t fa3_configure() {
+  return cudaFuncSetAttribute(fa3_forward_kernel<Traits>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(Traits::kSmemBytes));
+}
+
+// Enqueues one forward on `stream`; allocates nothing (graph-capturable).
+template <class Traits>
+cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
+  Fa3Params params{};
+  params.a = a;
+  cudaError_t err;
+  if ((err = encode_rows_map<Traits>(params.tma_q, a.q, a.q_strides, a.layout, a.rows_q, a.heads_q, a.batch,
+                                     a.head_dim_qk, Traits::kBlockM)) != cudaSuccess ||
+      (err = encode_rows_map<Traits>(params.tma_k, a.k, a.k_strides, a.layout, a.rows_k, a.heads_kv, a.batch,
+                                     a.head_dim_qk, Traits::kBlockN)) != cudaSuccess ||
+      (err = encode_rows_map<Traits>(params.tma_v, a.v, a.v_strides, a.layout, a.rows_k, a.heads_kv, a.batch,
+                                     a.head_dim_v, Traits::kBlockN)) != cudaSuccess)
+    return err;
+  fa3_forward_kernel<Traits><<<TileScheduler<Traits::kBlockM>::grid(a), Traits::kThreads, Traits::kSmemBytes,
+                               stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace attnkit::cuda::sm90
+
+// Defines fa3_launch_<TAG>_<QK>_<V> and fa3_configure_<TAG>_<QK>_<V> (declared
+// in src/backends/cuda/launchers.hpp) for one instances.def entry.
+#define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V)                                                                     \
+  namespace attnkit::cuda {                                                                                    \
+  using Fa3Traits_##TAG##_##QK##_##V = sm90::Fa3Config<CudaElement<DType::TAG>::type, QK, V>::Traits;           \
+  int fa3_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                       \
+    return static_cast<int>(sm90::fa3_launch<Fa3Traits_##TAG##_##QK##_##V>(p, static_cast<cudaStream_t>(stream))); \
+  }                                                                                                            \
+  int fa3_configure_##TAG##_##QK##_##V() {                                                                     \
+    return static_cast<int>(sm90::fa3_configure<Fa3Traits_##TAG##_##QK##_##V>());                              \
+  }                                                                                                            \
+  }

@@ -1,0 +1,222 @@
+#pragma once
+// The fa3 mainloop, in its two roles:
+//  - Fa3Producer: one thread of warpgroup 0 copies Q once, then K and V tile
+//    by tile into a ring of kStages buffers with TMA. Each buffer has a
+//    "full" barrier (the copy's bytes landed) and an "empty" one (every
+//    consumer warp is done reading it).
+//  - Fa3Consumer: a warpgroup's 64 query rows against the key tiles. Tile n's
+//    S = Q K^T is issued before tile n-1's O += P V, so the softmax of tile n
+//    (exponentials, row sums) runs while the tensor cores do P V(n-1)
+//    (FlashAttention-3's intra-warpgroup overlap):
+//        issue S(n) = Q K(n)^T;  issue O += P(n-1) V(n-1)
+//        wait S(n) -> release K(n); softmax(S(n)) -> P(n) in fp32, alpha(n)
+//        wait P V  -> release V(n-1); O *= alpha(n); P(n) -> 16-bit A fragments
+#include "kernels/cuda/common/key_tiles.hpp"
+#include "kernels/cuda/common/online_softmax.hpp"
+#include "kernels/cuda/sm90/params.hpp"
+#include "kernels/cuda/sm90/primitives.hpp"
+
+namespace attnkit::cuda::sm90 {
+
+// Shared-memory addresses of one CTA's tiles and barriers (smem_layout.hpp).
+template <class Traits>
+struct Fa3Smem {
+  std::uint32_t base;  // 1024-aligned shared-window address
+  __device__ __forceinline__ std::uint32_t q() const { return base; }
+  __device__ __forceinline__ std::uint32_t k(int stage) const {
+    return base + static_cast<std::uint32_t>(Traits::kQBytes + stage * Traits::kKBytes);
+  }
+  __device__ __forceinline__ std::uint32_t v(int stage) const {
+    return base + static_cast<std::uint32_t>(Traits::kQBytes + Traits::kStages * Traits::kKBytes + stage * Traits::kVBytes);
+  }
+  __device__ __forceinline__ std::uint32_t bar(int i) const {
+    return base + static_cast<std::uint32_t>(Traits::kBarrierOffset + 8 * i);
+  }
+  __device__ __forceinline__ std::uint32_t q_full() const { return bar(0); }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(1 + s); }
+  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(1 + Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(1 + 2 * Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(1 + 3 * Traits::kStages + s); }
+
+  __device__ __forceinline__ void init_barriers() const {
+    mbar_init(q_full(), 1);
+    for (int s = 0; s < Traits::kStages; ++s) {
+      mbar_init(k_full(s), 1);  // the producer's arrive_expect_tx, then the bytes
+      mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), Traits::kConsumerWarps);  // one arrival per consumer warp
+      mbar_init(v_empty(s), Traits::kConsumerWarps);
+    }
+    mbar_init_fence();
+  }
+};
+
+// Ring position of the it-th key tile: its buffer and the parity of the
+// buffer's phase (each buffer is filled once per kStages tiles).
+struct RingSlot {
+  int stage;
+  std::uint32_t parity;
+};
+template <int kStages>
+__device__ __forceinline__ RingSlot ring_slot(int it) {
+  return {it % kStages, static_cast<std::uint32_t>((it / kStages) & 1)};
+}
+
+// Where one CTA's rows live in the tensor maps: TMA coordinates of row 0 of
+// the sequence, and the (batch, head) slice.
+struct Fa3Coords {
+  int q_row0, k_row0;  // THD: the sequence's packed offsets; else 0
+  int head, head_kv;
+  int batch;           // THD: 0 (the map has no batch extent)
+};
+
+template <class Traits>
+struct Fa3Producer {
+  static __device__ __forceinline__ void load_rows(std::uint32_t dst, int rows, const CUtensorMap* map,
+                                                   std::uint32_t bar, int row, int head, int batch, int blocks) {
+    for (int c = 0; c < blocks; ++c)
+      tma_load_4d(dst + static_cast<std::uint32_t>(c * rows * Traits::kSwizzleBytes), map, bar, c * Traits::kBlockCols,
+                  row, head, batch);
+  }
+
+  // Q at m0, then key tiles [tiles.begin, tiles.end); one thread.
+  static __device__ __forceinline__ void run(const Fa3Params& p, const Fa3Smem<Traits>& sm, const Fa3Coords& at,
+                                             int m0, KeyTiles tiles) {
+    if (tiles.count() <= 0) return;  // no key visible: the consumers write zeros without Q
+    tma_prefetch_descriptor(&p.tma_q);
+    tma_prefetch_descriptor(&p.tma_k);
+    tma_prefetch_descriptor(&p.tma_v);
+    mbar_arrive_expect_tx(sm.q_full(), static_cast<std::uint32_t>(Traits::kQBytes));
+    load_rows(sm.q(), Traits::kBlockM, &p.tma_q, sm.q_full(), at.q_row0 + m0, at.head, at.batch, Traits::kQkBlocks);
+    for (int it = 0; it < tiles.count(); ++it) {
+      const RingSlot slot = ring_slot<Traits::kStages>(it);
+      const int key0 = at.k_row0 + (tiles.begin + it) * Traits::kBlockN;
+      mbar_wait(sm.k_empty(slot.stage), slot.parity ^ 1);
+      mbar_arrive_expect_tx(sm.k_full(slot.stage), static_cast<std::uint32_t>(Traits::kKBytes));
+      load_rows(sm.k(slot.stage), Traits::kBlockN, &p.tma_k, sm.k_full(slot.stage), key0, at.head_kv, at.batch,
+                Traits::kQkBlocks);
+      mbar_wait(sm.v_empty(slot.stage), slot.parity ^ 1);
+      mbar_arrive_expect_tx(sm.v_full(slot.stage), static_cast<std::uint32_t>(Traits::kVBytes));
+      load_rows(sm.v(slot.stage), Traits::kBlockN, &p.tma_v, sm.v_full(slot.stage), key0, at.head_kv, at.batch,
+                Traits::kVBlocks);
+    }
+  }
+};
+
+template <class Traits>
+struct Fa3Consumer {
+  using T = typename Traits::T;
+  static constexpr Swizzle kSw = Traits::kSwizzle;
+  using SFrag = float[1][Traits::kSTiles][4];
+  using OFrag = float[1][Traits::kOTiles][4];
+  using PFrag = std::uint32_t[Traits::kPvSteps][4];
+  using Softmax = TileSoftmax<1, Traits::kSTiles>;
+
+  // S = Q K^T for this warpgroup's 64 rows (row wg_row0 of the Q tile).
+  static __device__ __forceinline__ void issue_qk(SFrag& s, std::uint32_t sQ, std::uint32_t sK, int wg_row0) {
+#pragma unroll
+    for (int ks = 0; ks < Traits::kQkSteps; ++ks)
+      wgmma_ss<T, Traits::kBlockN>(s[0], kmajor_desc(sQ, kSw, Traits::kBlockM, wg_row0, ks),
+                                   kmajor_desc(sK, kSw, Traits::kBlockN, 0, ks), ks > 0);
+  }
+
+  // O += P V, P from registers.
+  static __device__ __forceinline__ void issue_pv(OFrag& o, const PFrag& pf, std::uint32_t sV) {
+#pragma unroll
+    for (int kk = 0; kk < Traits::kPvSteps; ++kk)
+      wgmma_rs<T, Traits::kHeadDimV>(o[0], pf[kk], mnmajor_desc(sV, kSw, Traits::kBlockN, kk), 1);
+  }
+
+  // P (fp32, the S accumulator) -> the A fragments of the P V wgmmas: keys
+  // [16 kk, 16 kk + 16) are S's 8-column tiles 2 kk and 2 kk + 1 (the
+  // m16n8k16 A layout, per warp).
+  static __device__ __forceinline__ void to_a_fragments(PFrag& pf, const SFrag& s) {
+#pragma unroll
+    for (int kk = 0; kk < Traits::kPvSteps; ++kk) {
+      pf[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+      pf[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+      pf[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      pf[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+    }
+  }
+
+  // One arrival per warp on a buffer's "empty" barrier, once the whole warp
+  // has waited for the wgmmas that read it.
+  static __device__ __forceinline__ void release(std::uint32_t bar) {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+  }
+
+  // Scores of tile n -> P(n) and alpha(n): softcap, mask unless interior, online softmax.
+  static __device__ __forceinline__ void softmax(SFrag& s, RowState (&st)[1], float (&alpha)[1][2],
+                                                 const AttnParams& p, const KeyTiles& tiles, int n, int strip_row0,
+                                                 const DeviceSpan& span) {
+    const bool capped = p.softcap_log2 > 0.0f;
+    if (capped) apply_softcap(s, p);
+    const int key0 = n * Traits::kBlockN;
+    if (!tiles.interior(key0, Traits::kBlockN))
+      apply_mask(s, key0, strip_row0, span.q_len, span.k_len, p.window_left, p.window_right);
+    Softmax::step(s, st, capped ? 1.0f : p.scale_log2, alpha);
+  }
+
+  // The key loop for one warpgroup. `tiles` is the CTA's range; `wg_tiles`
+  // this warpgroup's rows' (for the interior test).
+  static __device__ __forceinline__ void run(const AttnParams& p, const Fa3Smem<Traits>& sm, OFrag& o,
+                                             RowState (&st)[1], const KeyTiles& tiles, const KeyTiles& wg_tiles,
+                                             int wg_row0, int strip_row0, const DeviceSpan& span) {
+    const int count = tiles.count();
+    if (count <= 0) return;
+    SFrag s;
+    PFrag pf;
+    float alpha[1][2];
+    mbar_wait(sm.q_full(), 0);
+
+    // Tile 0: S, then its softmax; no P V yet.
+    {
+      const RingSlot slot = ring_slot<Traits::kStages>(0);
+      mbar_wait(sm.k_full(slot.stage), slot.parity);
+      wgmma_fence();
+      issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(s[0]);
+      release(sm.k_empty(slot.stage));
+      softmax(s, st, alpha, p, wg_tiles, tiles.begin, strip_row0, span);
+      to_a_fragments(pf, s);  // O is zero: alpha needs no rescale
+    }
+    for (int it = 1; it < count; ++it) {
+      const RingSlot slot = ring_slot<Traits::kStages>(it), prev = ring_slot<Traits::kStages>(it - 1);
+      mbar_wait(sm.k_full(slot.stage), slot.parity);
+      fence_registers(pf);
+      fence_registers(o[0]);
+      wgmma_fence();
+      issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
+      wgmma_commit();
+      mbar_wait(sm.v_full(prev.stage), prev.parity);
+      wgmma_fence();
+      issue_pv(o, pf, sm.v(prev.stage));
+      wgmma_commit();
+      wgmma_wait<1>();  // S(n) done; P V(n-1) may still run
+      fence_registers(s[0]);
+      release(sm.k_empty(slot.stage));
+      softmax(s, st, alpha, p, wg_tiles, tiles.begin + it, strip_row0, span);
+      wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
+      fence_registers(o[0]);
+      release(sm.v_empty(prev.stage));
+      rescale_rows(o, alpha);
+      to_a_fragments(pf, s);
+    }
+    // The last tile's P V.
+    const RingSlot last = ring_slot<Traits::kStages>(count - 1);
+    mbar_wait(sm.v_full(last.stage), last.parity);
+    fence_registers(pf);
+    fence_registers(o[0]);
+    wgmma_fence();
+    issue_pv(o, pf, sm.v(last.stage));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(o[0]);
+    release(sm.v_empty(last.stage));
+  }
+};
+
+}  // namespace attnkit::cuda::sm90

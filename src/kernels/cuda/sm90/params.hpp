@@ -1,0 +1,16 @@
+#pragma once
+// The fa3 kernel's parameters: the shared AttnParams plus the TMA tensor maps
+// of q, k and v, built on the host at each launch (tma_maps.hpp) and passed
+// by value as a __grid_constant__ kernel parameter.
+#include <cuda.h>
+
+#include "kernels/cuda/params.hpp"
+
+namespace attnkit::cuda::sm90 {
+
+struct Fa3Params {
+  AttnParams a;
+  CUtensorMap tma_q, tma_k, tma_v;  // 4-D: (head dim, rows, heads, batch)
+};
+
+}  // namespace attnkit::cuda::sm90

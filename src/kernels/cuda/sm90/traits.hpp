@@ -1,0 +1,84 @@
+#pragma once
+// Fa3Traits: every tile constant of the sm_90 flash kernel in one place, with
+// the impossible combinations rejected at compile time.
+//
+// One CTA owns kBlockM query rows of one (batch, head). Warpgroup 0 is the
+// producer (one thread issues the TMA copies of Q once and of K and V tile by
+// tile into a ring of kStages buffers); each of the kConsumers warpgroups
+// behind it owns 64 rows (wgmma's M) for the whole key loop: S = Q K^T
+// (64 x kBlockN, both operands in shared memory) and O += P V (64 x dv, P from
+// registers) stay in its registers. Tiles are TMA-swizzled column blocks
+// (smem_layout.hpp): 128-byte swizzle when the head dims are multiples of 64,
+// 64-byte otherwise (d96), so that every wgmma N is whole atoms.
+#include <cstddef>
+
+#include "kernels/cuda/sm90/smem_layout.hpp"
+
+namespace attnkit::cuda::sm90 {
+
+template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
+          int ConsumerRegs = 240>
+struct Fa3Traits {
+  using T = T_;  // __half or __nv_bfloat16
+  static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
+  static constexpr int kBlockM = BlockM, kBlockN = BlockN, kStages = Stages;
+  static constexpr int kConsumers = BlockM / 64;       // consumer warpgroups
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kConsumerWarps = 4 * kConsumers;
+  static constexpr int kProducerRegs = ProducerRegs, kConsumerRegs = ConsumerRegs;
+
+  static constexpr Swizzle kSwizzle = (HeadDimQK % 64 == 0 && HeadDimV % 64 == 0) ? Swizzle::b128 : Swizzle::b64;
+  static constexpr int kSwizzleBytes = swizzle_bytes(kSwizzle);
+  static constexpr int kBlockCols = kSwizzleBytes / 2;  // elements per column block (one TMA box wide)
+  static constexpr int kQkBlocks = HeadDimQK / kBlockCols, kVBlocks = HeadDimV / kBlockCols;
+
+  static constexpr int kQkSteps = HeadDimQK / 16;  // wgmmas per S = Q K^T (K = 16 each)
+  static constexpr int kPvSteps = BlockN / 16;     // wgmmas per O += P V
+  static constexpr int kSTiles = BlockN / 8;       // 8-column tiles of S per thread
+  static constexpr int kOTiles = HeadDimV / 8;     // 8-column tiles of O per thread
+
+  static constexpr std::size_t kQBytes = std::size_t(kQkBlocks) * kBlockM * kSwizzleBytes;
+  static constexpr std::size_t kKBytes = std::size_t(kQkBlocks) * kBlockN * kSwizzleBytes;
+  static constexpr std::size_t kVBytes = std::size_t(kVBlocks) * kBlockN * kSwizzleBytes;
+  // Q | K[kStages] | V[kStages] | barriers: q_full, k_full, k_empty, v_full, v_empty.
+  static constexpr std::size_t kBarrierOffset = kQBytes + kStages * (kKBytes + kVBytes);
+  static constexpr std::size_t kBarrierBytes = 8 * (1 + 4 * kStages);
+  static constexpr std::size_t kAlign = 1024;  // swizzle atoms sit on 1024-byte boundaries
+  static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarrierBytes + kAlign;  // + the base's alignment slack
+
+  static_assert(sizeof(T) == 2, "fa3 runs 16-bit inputs (fp16 / bf16) on the tensor cores");
+  static_assert(HeadDimQK % kBlockCols == 0 && HeadDimV % kBlockCols == 0, "head dims: whole column blocks");
+  static_assert(HeadDimQK % 16 == 0 && HeadDimQK >= 32 && HeadDimQK <= 256, "qk head dim: 16-wide k-steps, 32..256");
+  static_assert(HeadDimV % 16 == 0 && HeadDimV >= 32 && HeadDimV <= 256, "v head dim: wgmma N, 32..256");
+  static_assert(HeadDimV <= HeadDimQK, "O is staged in Q's shared memory for the epilogue");
+  static_assert(BlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64-row consumer warpgroups, 1..3");
+  static_assert(BlockN % 16 == 0 && BlockN >= 16 && BlockN <= 256, "kBlockN: wgmma N (16..256) and 16-key P V steps");
+  static_assert(BlockN % 8 == 0 && BlockM % 8 == 0, "whole 8-row swizzle atoms");
+  static_assert(Stages >= 1 && Stages <= 4, "1..4 K/V buffers");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
+  static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
+                "setmaxnreg takes multiples of 8 in 24..256");
+  static_assert(ProducerRegs * 128 + ConsumerRegs * 128 * kConsumers <= 65536, "the register file holds 64K");
+  static_assert(kOTiles * 4 + kSTiles * 4 + kSTiles * 2 <= ConsumerRegs - 24,
+                "O + S + P accumulators must fit the consumers' registers");
+};
+
+// The tile shape per (qk, v) head dims, FlashAttention-3's for the H200 as a
+// start (docs/perf/gpu-fa3.md records what was measured).
+//                                       T  qk  v  BlockM BlockN stages
+template <class T, int HeadDimQK, int HeadDimV>
+struct Fa3Config;
+template <class T>
+struct Fa3Config<T, 64, 64> { using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160>; };
+template <class T>
+struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
+template <class T>
+struct Fa3Config<T, 128, 128> { using Traits = Fa3Traits<T, 128, 128, 128, 128, 2>; };
+template <class T>
+struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
+template <class T>
+struct Fa3Config<T, 256, 256> { using Traits = Fa3Traits<T, 256, 256, 128, 80, 2>; };
+template <class T>
+struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
+
+}  // namespace attnkit::cuda::sm90
