@@ -128,6 +128,10 @@ class Deployment:
             self._layers[key] = Layer(self._native.layer(component, role, int(index)))
         return self._layers[key]
 
+    def layers(self):
+        """The layers made so far, in the order they were made."""
+        return list(self._layers.values())
+
     def audit(self):
         """After the model is built: the flag requests that controlled none of its layers
         (AK3008, AK3009), as diagnostics dicts; empty when every request decided a layer."""
