@@ -101,14 +101,12 @@ nb::list refusals(const Diagnostics& ran) {
 
 std::string device_of(const Platform& platform) { return platform.kind == PlatformKind::cuda ? "cuda" : "cpu"; }
 
-// A planned attention call: the backend, its platform and workspace size.
-struct PyPlan {
-  std::unique_ptr<Plan> plan;
-  std::string backend;
-  Platform platform;
-
-  std::size_t workspace_bytes() const { return plan->workspace_bytes(); }
-  std::string device() const { return device_of(platform); }
+// What the Python layer runs: a plan for one call, or a Deployment layer bound
+// to a Problem. run() binds the arrays, launches without the GIL (CPU kernels
+// run threads; let Python go on) and returns the refusal diagnostics.
+struct PyRunnable {
+  virtual ~PyRunnable() = default;
+  virtual Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) = 0;
 
   nb::list run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse, OptArray sinks,
                OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table, OptArray seqlens_k,
@@ -117,17 +115,33 @@ struct PyPlan {
                                      workspace);
     Diagnostics ran;
     {
-      nb::gil_scoped_release release;  // CPU kernels run threads; let Python go on
-      ran = plan->run(c.tensors, c.workspace, reinterpret_cast<StreamHandle>(stream));
+      nb::gil_scoped_release release;
+      ran = launch(c.tensors, c.workspace, reinterpret_cast<StreamHandle>(stream));
     }
     return refusals(ran);
+  }
+};
+
+// A planned attention call: the backend, its platform and workspace size.
+struct PyPlan final : PyRunnable {
+  PyPlan(std::unique_ptr<Plan> p, std::string b, Platform pl)
+      : plan(std::move(p)), backend(std::move(b)), platform(std::move(pl)) {}
+  std::unique_ptr<Plan> plan;
+  std::string backend;
+  Platform platform;
+
+  std::size_t workspace_bytes() const { return plan->workspace_bytes(); }
+  std::string device() const { return device_of(platform); }
+  Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) override {
+    return plan->run(t, ws, stream);
   }
 };
 
 // A Deployment layer bound to one Problem: what the Python layer caches per
 // call shape, as it caches a PyPlan. The plan comes from the layer each time,
 // so an applied request switches what runs.
-struct PyLayerCall {
+struct PyLayerCall final : PyRunnable {
+  PyLayerCall(runtime::AttentionLayer* l, Problem p) : layer(l), problem(std::move(p)) {}
   runtime::AttentionLayer* layer;
   Problem problem;
 
@@ -137,17 +151,8 @@ struct PyLayerCall {
     if (!plan) raise(plan.diagnostics());
     return (*plan)->workspace_bytes();
   }
-  nb::list run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse, OptArray sinks,
-               OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table, OptArray seqlens_k,
-               OptArray workspace, std::uintptr_t stream) {
-    const CallArrays c = bind_arrays(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k,
-                                     workspace);
-    Diagnostics ran;
-    {
-      nb::gil_scoped_release release;
-      ran = layer->run(problem, c.tensors, c.workspace, reinterpret_cast<StreamHandle>(stream));
-    }
-    return refusals(ran);
+  Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) override {
+    return layer->run(problem, t, ws, stream);
   }
 };
 
@@ -260,15 +265,17 @@ NB_MODULE(_attnkit, m) {
         nb::arg("causal"), nb::arg("window"), nb::arg("softcap"), nb::arg("scale").none(), nb::arg("has_sinks"),
         nb::arg("return_lse"), nb::arg("page_size").none());
 
-  nb::class_<PyPlan>(m, "Plan")
-      .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })
-      .def_prop_ro("device", &PyPlan::device)
-      .def_prop_ro("platform", [](const PyPlan& p) { return p.platform.label(); })
-      .def_prop_ro("workspace_bytes", &PyPlan::workspace_bytes)
-      .def("run", &PyPlan::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
+  nb::class_<PyRunnable>(m, "Runnable")
+      .def("run", &PyRunnable::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
            nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
            nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("workspace").none(),
            nb::arg("stream"));
+
+  nb::class_<PyPlan, PyRunnable>(m, "Plan")
+      .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })
+      .def_prop_ro("device", &PyPlan::device)
+      .def_prop_ro("platform", [](const PyPlan& p) { return p.platform.label(); })
+      .def_prop_ro("workspace_bytes", &PyPlan::workspace_bytes);
 
   m.def("plan", &make_plan, nb::arg("problem"), nb::arg("backend"), nb::arg("device"));
 
@@ -277,13 +284,9 @@ NB_MODULE(_attnkit, m) {
       .def_prop_ro("backend", &runtime::PreparedRequest::backend)
       .def_prop_ro("step", &runtime::PreparedRequest::step);
 
-  nb::class_<PyLayerCall>(m, "LayerCall")
+  nb::class_<PyLayerCall, PyRunnable>(m, "LayerCall")
       .def_prop_ro("backend", &PyLayerCall::backend)
-      .def_prop_ro("workspace_bytes", &PyLayerCall::workspace_bytes)
-      .def("run", &PyLayerCall::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
-           nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
-           nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("workspace").none(),
-           nb::arg("stream"));
+      .def_prop_ro("workspace_bytes", &PyLayerCall::workspace_bytes);
 
   nb::class_<runtime::AttentionLayer>(m, "AttentionLayer")
       .def_prop_ro("component", &runtime::AttentionLayer::component)
