@@ -103,4 +103,22 @@ def test_cuda_graph_replays_a_deployment_layer():
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, attn(q, k, v))
-    assert attnkit.last_backend() in {"fa2", "cuda_sdpa"}
+        assert rel(out, sdpa_ref(q, k, v, False)) < 1e-2
+    assert attnkit.last_backend() == attn.layer.backend
+    assert attn.layer.backend in {"fa2", "cuda_sdpa"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (runs on the GPU machine)")
+def test_gpu_deployment_levels_and_request():
+    gpu = attnkit.Deployment(model="wan", dtype="bf16", attention_backend="fa",
+                             component_attention_backends="text_encoder=sdpa")
+    assert gpu.device == "cuda"
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(1, 300, 8, 64, device="cuda", generator=g).bfloat16() for _ in range(3))
+    dit, text = gpu.layer("transformer", "self"), gpu.layer("text_encoder", "self")
+    assert rel(dit(q, k, v), sdpa_ref(q, k, v, False)) < 1e-2 and attnkit.last_backend() == "fa2"
+    assert rel(text(q, k, v), sdpa_ref(q, k, v, False)) < 1e-2 and attnkit.last_backend() == "cuda_sdpa"
+    with gpu.request(attention_backend_override="sdpa", step=0):
+        assert rel(dit(q, k, v), sdpa_ref(q, k, v, False)) < 1e-2 and attnkit.last_backend() == "cuda_sdpa"
+    dit(q, k, v)
+    assert attnkit.last_backend() == "fa2"

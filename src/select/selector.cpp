@@ -655,24 +655,26 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
     return c != nullptr && c->switchable;
   };
   // Request-scoped skip-softmax: valid settings, and only fa runs it.
-  auto skip_softmax_refusals = [&](const std::string& runs) {
+  auto skip_softmax_refusals = [&](const std::vector<std::string>& runs) {
     Diagnostics why;
     const BackendSchema* schemas[] = {find_schema("skip_softmax")};
     why.append(validate_config(*request.skip_softmax, schemas, "request-scoped skip-softmax"));
     if (!request.skip_softmax->count("threshold_scale_factor"))
       why.add("AK3104", {{"key", "threshold_scale_factor"}, {"owner", "skip_softmax"}});
-    if (!is_flash_family(runs)) why.add("AK3013", {{"backend", runs}});
+    for (const std::string& backend : runs)
+      if (!is_flash_family(backend)) why.add("AK3013", {{"backend", backend}});
     return why;
   };
   if (request.backend == "none") {
     PreparedRequest p{"none", {}, nullptr};
-    Diagnostics why;
+    std::vector<std::string> runs;
     for (const Decision& d : result_.selections)
       if (switchable(d)) {
         p.decisions.push_back(d);
-        if (request.skip_softmax) why.append(skip_softmax_refusals(d.backend));
+        runs.push_back(d.backend);
       }
-    if (!why.ok()) return unique(why);
+    if (request.skip_softmax)
+      if (Diagnostics why = skip_softmax_refusals(runs); !why.ok()) return unique(why);
     return with_active(std::move(p));
   }
   const Platform& plat = result_.platform;
@@ -692,7 +694,7 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
   if (!caps.switchable_per_request) why.add("AK3010", {{"backend", canonical}});
   if (config_.ring_degree > 1 && !caps.ring_capable)
     why.add("AK5004", {{"backend", canonical}, {"ring", std::to_string(config_.ring_degree)}});
-  if (request.skip_softmax) why.append(skip_softmax_refusals(canonical));
+  if (request.skip_softmax) why.append(skip_softmax_refusals({canonical}));
   if (!why.ok()) return unique(why);
   if (auto it = prepared_cache_.find(canonical); it != prepared_cache_.end()) return it->second;
   Diagnostics scratch;
