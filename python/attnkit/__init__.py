@@ -4,6 +4,9 @@
     out = attnkit.attention(q, k, v, causal=True)          # q, k, v: [batch, seq, heads, dim]
     out, lse = attnkit.attention(q, k, v, return_lse=True)
 
+    dep = attnkit.Deployment(model="wan", platform="cpu")  # the selection of `attnkit check`, run
+    out = dep.layer("transformer", "self", 0)(q, k, v)
+
 Arrays may be numpy, torch or cupy (anything that speaks DLPack); the result
 comes back in the caller's framework, on the caller's device and stream.
 Every refusal raises attnkit.AttnkitError with the catalogued code and fixes.
@@ -20,9 +23,10 @@ from ._attnkit import set_global_force as _set_global_force
 from ._attnkit import make_problem as _make_problem
 from ._attnkit import plan as _plan
 from ._errors import AttnkitError
+from .deployment import Deployment, Layer, engine_args as _engine_args
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "scaled_dot_product_attention", "force_backend",
-           "backends", "explain", "check", "select", "AttnkitError", "last_backend"]
+           "backends", "explain", "check", "select", "AttnkitError", "last_backend", "Deployment", "Layer"]
 
 _plans = {}
 _last_backend = contextvars.ContextVar("attnkit_last_backend", default=None)
@@ -51,14 +55,7 @@ def select(*, model, platform="", **flags):
     Keyword flags use the engine names with underscores (attention_backend="fa",
     component_attention_backends="text_encoder=sdpa", ring_degree=2, enable_torch_compile=True).
     Raises AttnkitError when the deployment is invalid."""
-    args = ["--model", model] + (["--platform", platform] if platform else [])
-    for key, value in flags.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            args.append(flag)
-        elif value not in (False, None):
-            args += [flag, str(value)]
-    result = check(args)
+    result = check(_engine_args(model, platform, flags))
     if not result["ok"]:
         raise AttnkitError(result["diagnostics"])
     return result["selections"]
@@ -73,6 +70,14 @@ def _register_torch_ops():
     """Registers the torch.ops.attnkit custom ops once torch is loaded."""
     if "attnkit.torch_ops" not in sys.modules:
         from . import torch_ops  # noqa: F401
+
+
+def __getattr__(name):
+    # attnkit.torch (Attention, an nn.Module on a Deployment layer) loads torch: only when asked for.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'attnkit' has no attribute {name!r}")
 
 
 if "torch" in sys.modules:
@@ -135,7 +140,9 @@ def _shape(x, rank, name, layout):
 
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
-         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, out=None):
+         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, out=None, layer=None):
+    """Plans (once per call shape) and runs one call: with the selection for one call, or,
+    for a Deployment `layer`, with the plan of the layer's decision in force."""
     for name, x in (("sinks", sinks), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                     ("block_table", block_table), ("cache_seqlens", seqlens_k)):
         if x is not None:  # q, k, v were checked by the caller's _shape
@@ -150,13 +157,14 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
     key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, bool(causal),
            left, right, softcap, softmax_scale, sinks is not None, bool(return_lse), page_size,
            requested, _global_force() if requested == "auto" else "", device)
-    plan = _plans.get(key)
+    plans = _plans if layer is None else layer._calls
+    plan = plans.get(key)
     if plan is None:
         problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,
                                 dtype, bool(causal), (left, right), softcap, softmax_scale, sinks is not None,
                                 bool(return_lse), page_size)
-        plan = _plan(problem, requested, device)
-        _plans[key] = plan
+        plan = _plan(problem, requested, device) if layer is None else layer._bind(problem)
+        plans[key] = plan
     if out is None:
         out = _arrays.empty(q, out_shape, _output_dtype(dtype))
     lse = _arrays.empty(q, lse_shape, "fp32") if return_lse else None
@@ -178,12 +186,18 @@ def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softm
     softcap > 0 applies softcap * tanh(s / softcap); sinks is a float32 [heads_q]
     logit per head; return_lse also returns the float32 natural-log LSE [batch, heads, seqlen_q].
     """
+    return _attention(q, k, v, causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale,
+                      sinks=sinks, return_lse=return_lse, backend=backend)
+
+
+def _attention(q, k, v, *, causal, window_size, softcap, softmax_scale, sinks, return_lse, backend, layer=None):
     b, sq, hq, _ = _shape(q, 4, "q", "bshd")
     _, sk, hkv, _ = _shape(k, 4, "k", "bshd")
     dv = _shape(v, 4, "v", "bshd")[-1]
     return _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv,
                 out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal, window_size=window_size,
-                softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend)
+                softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
+                layer=layer)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
@@ -191,6 +205,13 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                      backend="auto"):
     """Attention over packed sequences: q [total_q, heads, dim], k/v [total_k, kv_heads, dim],
     int32 cu_seqlens of length batch + 1 (empty sequences allowed). LSE is [heads, total_q]."""
+    return _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
+                             window_size=window_size, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
+                             return_lse=return_lse, backend=backend)
+
+
+def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal, window_size, softcap,
+                      softmax_scale, sinks, return_lse, backend, layer=None):
     tq, hq, _ = _shape(q, 3, "q", "thd")
     _, hkv, _ = _shape(k, 3, "k", "thd")
     dv = _shape(v, 3, "v", "thd")[-1]
@@ -198,7 +219,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return _run("thd", q, k, v, batch=batch, seqlen_q=int(max_seqlen_q), seqlen_k=int(max_seqlen_k), heads_q=hq,
                 heads_kv=hkv, out_shape=(tq, hq, dv), lse_shape=(hq, tq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
-                cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+                cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, layer=layer)
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, causal=True, window_size=(-1, -1),
@@ -206,6 +227,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, c
     """Decode / chunked prefill over a paged KV cache: q [batch, seqlen_q, heads, dim],
     caches [num_pages, page_size, kv_heads, dim], int32 cache_seqlens [batch] and
     block_table [batch, max_pages]. Causal aligns the queries with the last cached keys."""
+    return _attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal=causal,
+                                   window_size=window_size, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
+                                   return_lse=return_lse, backend=backend)
+
+
+def _attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, causal, window_size, softcap,
+                            softmax_scale, sinks, return_lse, backend, layer=None):
     b, sq, hq, _ = _shape(q, 4, "q", "bshd")
     _, page_size, hkv, _ = _shape(k_cache, 4, "k_cache", "bshd")
     dv = _shape(v_cache, 4, "v_cache", "bshd")[-1]
@@ -214,7 +242,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, c
                 heads_kv=hkv, out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal,
                 window_size=window_size, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
                 return_lse=return_lse, backend=backend, page_size=page_size, block_table=block_table,
-                seqlens_k=cache_seqlens)
+                seqlens_k=cache_seqlens, layer=layer)
 
 
 def _unsupported(argument, reason, fixes):

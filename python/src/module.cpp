@@ -7,12 +7,14 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
 
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/dlpack.hpp"
+#include "attnkit/runtime/deployment.hpp"
 #include "attnkit/select/selector.hpp"
 #include "select/deployment_flags.hpp"
 
@@ -61,43 +63,96 @@ std::optional<TensorView> view_of(const std::optional<nb::ndarray<>>& a, const c
   return *v;
 }
 
+using OptArray = std::optional<nb::ndarray<>>;
+
+// The arrays of one call as the views a Plan runs on.
+struct CallArrays {
+  AttentionTensors tensors;
+  Workspace workspace;
+};
+
+CallArrays bind_arrays(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse,
+                       OptArray sinks, OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table,
+                       OptArray seqlens_k, OptArray workspace) {
+  CallArrays c;
+  AttentionTensors& t = c.tensors;
+  t.q = *view_of(q, "q");
+  t.k = *view_of(k, "k");
+  t.v = *view_of(v, "v");
+  t.out = *view_of(out, "out");
+  if (auto x = view_of(lse, "lse")) t.lse = *x;
+  if (auto x = view_of(sinks, "sinks")) t.sinks = *x;
+  if (auto x = view_of(cu_seqlens_q, "cu_seqlens_q")) t.cu_seqlens_q = *x;
+  if (auto x = view_of(cu_seqlens_k, "cu_seqlens_k")) t.cu_seqlens_k = *x;
+  if (auto x = view_of(block_table, "block_table")) t.block_table = *x;
+  if (auto x = view_of(seqlens_k, "seqlens_k")) t.seqlens_k = *x;
+  if (workspace) c.workspace = {static_cast<std::byte*>(workspace->data()), workspace->nbytes()};
+  return c;
+}
+
+// A run's refusal diagnostics (empty list: it ran); the Python layer raises
+// them, so no C++ exception crosses a run.
+nb::list refusals(const Diagnostics& ran) {
+  nb::list refused;
+  if (!ran.ok())
+    for (const Diagnostic& d : ran) refused.append(to_dict(d));
+  return refused;
+}
+
+std::string device_of(const Platform& platform) { return platform.kind == PlatformKind::cuda ? "cuda" : "cpu"; }
+
+// What the Python layer runs: a plan for one call, or a Deployment layer bound
+// to a Problem. run() binds the arrays, launches without the GIL (CPU kernels
+// run threads; let Python go on) and returns the refusal diagnostics.
+struct PyRunnable {
+  virtual ~PyRunnable() = default;
+  virtual Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) = 0;
+
+  nb::list run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse, OptArray sinks,
+               OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table, OptArray seqlens_k,
+               OptArray workspace, std::uintptr_t stream) {
+    const CallArrays c = bind_arrays(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k,
+                                     workspace);
+    Diagnostics ran;
+    {
+      nb::gil_scoped_release release;
+      ran = launch(c.tensors, c.workspace, reinterpret_cast<StreamHandle>(stream));
+    }
+    return refusals(ran);
+  }
+};
+
 // A planned attention call: the backend, its platform and workspace size.
-struct PyPlan {
+struct PyPlan final : PyRunnable {
+  PyPlan(std::unique_ptr<Plan> p, std::string b, Platform pl)
+      : plan(std::move(p)), backend(std::move(b)), platform(std::move(pl)) {}
   std::unique_ptr<Plan> plan;
   std::string backend;
   Platform platform;
 
   std::size_t workspace_bytes() const { return plan->workspace_bytes(); }
-  std::string device() const { return platform.kind == PlatformKind::cuda ? "cuda" : "cpu"; }
+  std::string device() const { return device_of(platform); }
+  Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) override {
+    return plan->run(t, ws, stream);
+  }
+};
 
-  // Returns the refusal diagnostics (empty list: it ran); the Python layer
-  // raises them, so no C++ exception crosses this call.
-  nb::list run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, std::optional<nb::ndarray<>> lse,
-           std::optional<nb::ndarray<>> sinks, std::optional<nb::ndarray<>> cu_seqlens_q,
-           std::optional<nb::ndarray<>> cu_seqlens_k, std::optional<nb::ndarray<>> block_table,
-           std::optional<nb::ndarray<>> seqlens_k, std::optional<nb::ndarray<>> workspace, std::uintptr_t stream) {
-    AttentionTensors t;
-    t.q = *view_of(q, "q");
-    t.k = *view_of(k, "k");
-    t.v = *view_of(v, "v");
-    t.out = *view_of(out, "out");
-    if (auto x = view_of(lse, "lse")) t.lse = *x;
-    if (auto x = view_of(sinks, "sinks")) t.sinks = *x;
-    if (auto x = view_of(cu_seqlens_q, "cu_seqlens_q")) t.cu_seqlens_q = *x;
-    if (auto x = view_of(cu_seqlens_k, "cu_seqlens_k")) t.cu_seqlens_k = *x;
-    if (auto x = view_of(block_table, "block_table")) t.block_table = *x;
-    if (auto x = view_of(seqlens_k, "seqlens_k")) t.seqlens_k = *x;
-    Workspace ws;
-    if (workspace) ws = {static_cast<std::byte*>(workspace->data()), workspace->nbytes()};
-    Diagnostics ran;
-    {
-      nb::gil_scoped_release release;  // CPU kernels run threads; let Python go on
-      ran = plan->run(t, ws, reinterpret_cast<StreamHandle>(stream));
-    }
-    nb::list refused;
-    if (!ran.ok())
-      for (const Diagnostic& d : ran) refused.append(to_dict(d));
-    return refused;
+// A Deployment layer bound to one Problem: what the Python layer caches per
+// call shape, as it caches a PyPlan. The plan comes from the layer each time,
+// so an applied request switches what runs.
+struct PyLayerCall final : PyRunnable {
+  PyLayerCall(runtime::AttentionLayer* l, Problem p) : layer(l), problem(std::move(p)) {}
+  runtime::AttentionLayer* layer;
+  Problem problem;
+
+  std::string backend() const { return std::string(layer->backend().name()); }
+  std::size_t workspace_bytes() const {
+    auto plan = layer->plan(problem);
+    if (!plan) raise(plan.diagnostics());
+    return (*plan)->workspace_bytes();
+  }
+  Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) override {
+    return layer->run(problem, t, ws, stream);
   }
 };
 
@@ -151,12 +206,34 @@ PyPlan make_plan(const Problem& p, const std::string& backend, const std::string
   return PyPlan{std::move(*plan), std::string(decision->backend->name()), decision->platform};
 }
 
+nb::object from_json(const std::string& text) { return nb::module_::import_("json").attr("loads")(text); }
+
 nb::dict check_argv(const std::vector<std::string>& args) {
   auto config = select::parse_deployment_args(args);
   if (!config) raise(config.diagnostics());
   const select::CheckResult r = select::check_deployment(*config);
-  nb::object json = nb::module_::import_("json");
-  return nb::cast<nb::dict>(json.attr("loads")(select::check_result_json(r, -1)));
+  return nb::cast<nb::dict>(from_json(select::check_result_json(r, -1)));
+}
+
+std::unique_ptr<runtime::Deployment> deployment_from_argv(const std::vector<std::string>& args) {
+  auto config = select::parse_deployment_args(args);
+  if (!config) raise(config.diagnostics());
+  auto d = runtime::Deployment::create(*config);
+  if (!d) raise(d.diagnostics());
+  return std::move(*d);
+}
+
+runtime::PreparedRequest prepare_request(runtime::Deployment& d, const std::string& override_backend,
+                                         const std::string& skip_softmax_params, std::int64_t step) {
+  runtime::Request request{override_backend, std::nullopt, step};
+  if (!skip_softmax_params.empty()) {
+    auto parsed = select::parse_backend_config(skip_softmax_params);
+    if (!parsed) raise(parsed.diagnostics());
+    request.skip_softmax_params = parsed->values;
+  }
+  auto prepared = d.prepare(request);
+  if (!prepared) raise(prepared.diagnostics());
+  return *prepared;
 }
 
 }  // namespace
@@ -188,17 +265,62 @@ NB_MODULE(_attnkit, m) {
         nb::arg("causal"), nb::arg("window"), nb::arg("softcap"), nb::arg("scale").none(), nb::arg("has_sinks"),
         nb::arg("return_lse"), nb::arg("page_size").none());
 
-  nb::class_<PyPlan>(m, "Plan")
-      .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })
-      .def_prop_ro("device", &PyPlan::device)
-      .def_prop_ro("platform", [](const PyPlan& p) { return p.platform.label(); })
-      .def_prop_ro("workspace_bytes", &PyPlan::workspace_bytes)
-      .def("run", &PyPlan::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
+  nb::class_<PyRunnable>(m, "Runnable")
+      .def("run", &PyRunnable::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
            nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
            nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("workspace").none(),
            nb::arg("stream"));
 
+  nb::class_<PyPlan, PyRunnable>(m, "Plan")
+      .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })
+      .def_prop_ro("device", &PyPlan::device)
+      .def_prop_ro("platform", [](const PyPlan& p) { return p.platform.label(); })
+      .def_prop_ro("workspace_bytes", &PyPlan::workspace_bytes);
+
   m.def("plan", &make_plan, nb::arg("problem"), nb::arg("backend"), nb::arg("device"));
+
+  // ---- deployments (attnkit.Deployment wraps these) -------------------------------
+  nb::class_<runtime::PreparedRequest>(m, "PreparedRequest")
+      .def_prop_ro("backend", &runtime::PreparedRequest::backend)
+      .def_prop_ro("step", &runtime::PreparedRequest::step);
+
+  nb::class_<PyLayerCall, PyRunnable>(m, "LayerCall")
+      .def_prop_ro("backend", &PyLayerCall::backend)
+      .def_prop_ro("workspace_bytes", &PyLayerCall::workspace_bytes);
+
+  nb::class_<runtime::AttentionLayer>(m, "AttentionLayer")
+      .def_prop_ro("component", &runtime::AttentionLayer::component)
+      .def_prop_ro("role", &runtime::AttentionLayer::role)
+      .def_prop_ro("index", &runtime::AttentionLayer::index)
+      .def_prop_ro("switchable", &runtime::AttentionLayer::switchable)
+      .def_prop_ro("backend", [](const runtime::AttentionLayer& l) { return std::string(l.backend().name()); })
+      .def_prop_ro("decision", [](const runtime::AttentionLayer& l) {
+        return from_json(select::decision_json(l.decision(), -1));
+      })
+      .def_prop_ro("causal", [](const runtime::AttentionLayer& l) { return l.decision().problem.mask == MaskKind::causal; })
+      .def_prop_ro("planned_shapes", &runtime::AttentionLayer::planned_shapes)
+      .def("bind", [](runtime::AttentionLayer& l, const Problem& p) { return PyLayerCall{&l, p}; }, nb::arg("problem"),
+           nb::keep_alive<0, 1>());
+
+  nb::class_<runtime::Deployment>(m, "Deployment")
+      .def_static("create", &deployment_from_argv, nb::arg("args"),
+                  "Runs the selection of `attnkit check ARGS` on this machine; raises what check reports.")
+      .def_prop_ro("selection", [](const runtime::Deployment& d) {
+        return from_json(select::check_result_json(d.selection(), -1));
+      })
+      .def_prop_ro("platform", [](const runtime::Deployment& d) { return d.platform().label(); })
+      .def_prop_ro("device", [](const runtime::Deployment& d) { return device_of(d.platform()); })
+      .def("layer", [](runtime::Deployment& d, const std::string& component, const std::string& role,
+                       std::int64_t index) {
+        auto l = d.layer(component, role, index);
+        if (!l) raise(l.diagnostics());
+        return *l;
+      }, nb::arg("component"), nb::arg("role"), nb::arg("index"), nb::rv_policy::reference_internal)
+      .def("audit", [](const runtime::Deployment& d) { return from_json(select::diagnostics_json(d.audit(), -1)); })
+      .def("prepare", &prepare_request, nb::arg("attention_backend_override"), nb::arg("skip_softmax_params"),
+           nb::arg("step"))
+      .def("apply", &runtime::Deployment::apply, nb::arg("prepared"))
+      .def("active", &runtime::Deployment::active);
   m.def("backends", [] { return default_registry().names(); });
   m.def("check", &check_argv, nb::arg("args"),
         "Runs `attnkit check` on engine flags; returns the design's JSON shape as a dict.");

@@ -24,6 +24,10 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   app.add_option("--sp-degree", flags.sp_degree, "sequence-parallel degree (ring * ulysses)");
   app.add_flag("--enable-torch-compile", c.enable_torch_compile, "torch.compile is on");
   app.add_flag("--enable-breakable-cuda-graph", c.enable_breakable_cuda_graph, "breakable CUDA graphs are on");
+  app.add_option("--attention-backend-override", c.attention_backend_override,
+                 "validate a per-request override: a backend name, or none");
+  app.add_option("--skip-softmax-params", c.skip_softmax_params,
+                 "request-scoped skip-softmax: threshold_scale_factor, start_step (JSON/YAML file, JSON string or k=v)");
 }
 
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags) {
@@ -44,29 +48,45 @@ Result<DeploymentConfig> parse_deployment_args(const std::vector<std::string>& a
   return flags.config;
 }
 
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json decision_object(const Decision& d) {
+  json rejected = json::array();
+  for (const Rejection& x : d.rejected) rejected.push_back({{"backend", x.backend}, {"code", x.code}, {"reason", x.reason}});
+  return {{"component", d.component},
+          {"role", d.role},
+          {"backend", d.backend},
+          {"decided_by", level_name(d.decided_by)},
+          {"fallback_reason", d.fallback_reason.empty() ? json(nullptr) : json(d.fallback_reason)},
+          {"rejected", rejected}};
+}
+
+json diagnostics_array(const Diagnostics& diagnostics) {
+  json out = json::array();
+  for (const Diagnostic& d : diagnostics)
+    out.push_back({{"code", d.code},
+                   {"severity", severity_name(d.severity)},
+                   {"message", d.message},
+                   {"meaning", d.meaning},
+                   {"solutions", d.solutions},
+                   {"example", d.example}});
+  return out;
+}
+
+}  // namespace
+
 std::string check_result_json(const CheckResult& r, int indent) {
-  using json = nlohmann::ordered_json;
   json selections = json::array();
-  for (const Decision& d : r.selections) {
-    json rejected = json::array();
-    for (const Rejection& x : d.rejected) rejected.push_back({{"backend", x.backend}, {"code", x.code}, {"reason", x.reason}});
-    selections.push_back({{"component", d.component},
-                          {"role", d.role},
-                          {"backend", d.backend},
-                          {"decided_by", level_name(d.decided_by)},
-                          {"fallback_reason", d.fallback_reason.empty() ? json(nullptr) : json(d.fallback_reason)},
-                          {"rejected", rejected}});
-  }
-  json diagnostics = json::array();
-  for (const Diagnostic& d : r.diagnostics)
-    diagnostics.push_back({{"code", d.code},
-                           {"severity", severity_name(d.severity)},
-                           {"message", d.message},
-                           {"meaning", d.meaning},
-                           {"solutions", d.solutions},
-                           {"example", d.example}});
-  const json j = {{"ok", r.ok}, {"platform", r.platform.label()}, {"selections", selections}, {"diagnostics", diagnostics}};
+  for (const Decision& d : r.selections) selections.push_back(decision_object(d));
+  const json j = {{"ok", r.ok}, {"platform", r.platform.label()}, {"selections", selections},
+                  {"diagnostics", diagnostics_array(r.diagnostics)}};
   return j.dump(indent);
 }
+
+std::string decision_json(const Decision& d, int indent) { return decision_object(d).dump(indent); }
+
+std::string diagnostics_json(const Diagnostics& d, int indent) { return diagnostics_array(d).dump(indent); }
 
 }  // namespace attnkit::select

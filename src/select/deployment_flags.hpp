@@ -17,7 +17,8 @@ struct DeploymentFlags {
 };
 
 // Registers --model, --platform, --dtype, the backend flags, the parallel
-// degrees and the torch.compile / CUDA-graph switches on `app`.
+// degrees, the torch.compile / CUDA-graph switches and the request flags
+// (--attention-backend-override, --skip-softmax-params) on `app`.
 void add_deployment_flags(CLI::App& app, DeploymentFlags& flags);
 // Copies --sp-degree into the config when it was given on `app`.
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags);
@@ -27,5 +28,8 @@ Result<DeploymentConfig> parse_deployment_args(const std::vector<std::string>& a
 
 // {"ok", "platform", "selections":[...], "diagnostics":[...]} (design section 5).
 std::string check_result_json(const CheckResult& r, int indent = 2);
+// One element of "selections" and the "diagnostics" array, in the same shape.
+std::string decision_json(const Decision& d, int indent = 2);
+std::string diagnostics_json(const Diagnostics& d, int indent = 2);
 
 }  // namespace attnkit::select

@@ -204,6 +204,24 @@ bool is_sparse(const Context& ctx, const std::string& canonical) {
   return b != nullptr && b->capabilities().sparse;
 }
 
+// `why` of an explicit request for `canonical` on layer (c, r), where a
+// backend without a kernel in this binary (AK2111) also names the backends
+// that can run the layer here instead.
+Diagnostics naming_runnable_alternatives(const Context& ctx, const std::string& canonical, const Diagnostics& why,
+                                         const ComponentSpec& c, const RoleSpec& r, const Problem& p) {
+  if (!why.has_code("AK2111")) return why;
+  std::vector<std::string> runnable;
+  for (const Backend* b : ctx.registry.all()) {
+    const std::string name(b->name());
+    if (!(r.cross && b->capabilities().sparse) && evaluate(ctx, name, name, c, r, p).ok()) runnable.push_back(name);
+  }
+  const std::string detail = "; on " + ctx.platform.label() + ", " + layer_name(c, r) + " can run " +
+                             (runnable.empty() ? "no backend of this build" : join(runnable)) + " instead";
+  Diagnostics out;
+  for (const Diagnostic& x : why) out.add(x.code == "AK2111" ? diagnose("AK2111", {{"backend", canonical}, {"detail", detail}}) : x);
+  return out;
+}
+
 // Selects one layer. Errors of an explicit request go to `diags`.
 Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec& r, const LevelRequests& req,
                       Diagnostics& diags) {
@@ -269,7 +287,7 @@ Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec
     d.ok = false;
     diags.add("AK3001", {{"backend", shown}, {"layer", layer}, {"level", std::string(level_name(lv))},
                          {"source", rq.source}, {"codes", codes_of(why)}});
-    diags.append(why);
+    diags.append(naming_runnable_alternatives(ctx, shown, why, c, r, d.problem));
     return d;
   }
 
@@ -536,6 +554,16 @@ struct Engine::Impl {
     return out;
   }
 
+  static std::vector<FlagRequest> flag_requests(const Context& ctx) {
+    std::vector<FlagRequest> out;
+    for (const auto& [comp, rq] : ctx.overrides.component) out.push_back({Level::component_override, comp, "", rq.source});
+    for (const auto& [key, rq] : ctx.overrides.role)
+      out.push_back({Level::component_role_override, key.first, key.second, rq.source});
+    if (!ctx.config.attention_backend.empty())
+      out.push_back({Level::engine_default, "", "", "--attention-backend " + ctx.config.attention_backend});
+    return out;
+  }
+
   static void log_components(Engine& e) {
     if (!e.log_) return;
     std::map<std::string, std::string> lines;
@@ -571,6 +599,7 @@ Engine::Engine(DeploymentConfig config, Profile profile, const Registry& registr
 
 const CheckResult& Engine::build() {
   result_ = CheckResult{};
+  flag_requests_.clear();
   prepared_cache_.clear();
   Diagnostics diags;
   if (config_.model.empty() && !profile_) diags.add("AK3015", {});
@@ -589,6 +618,7 @@ const CheckResult& Engine::build() {
     if (auto ctx = Impl::context(*this, *profile_, result_.platform, diags)) {
       result_.selections = Impl::select_all(*ctx, "", false, diags);
       Impl::after_selection(*this, *ctx, result_.selections, diags);
+      flag_requests_ = Impl::flag_requests(*ctx);
     }
   }
   result_.diagnostics = unique(diags);
@@ -620,10 +650,31 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
     p.active = std::move(next);
     return p;
   };
+  auto switchable = [&](const Decision& d) {
+    const ComponentSpec* c = profile_->find_component(d.component);
+    return c != nullptr && c->switchable;
+  };
+  // Request-scoped skip-softmax: valid settings, and only fa runs it.
+  auto skip_softmax_refusals = [&](const std::vector<std::string>& runs) {
+    Diagnostics why;
+    const BackendSchema* schemas[] = {find_schema("skip_softmax")};
+    why.append(validate_config(*request.skip_softmax, schemas, "request-scoped skip-softmax"));
+    if (!request.skip_softmax->count("threshold_scale_factor"))
+      why.add("AK3104", {{"key", "threshold_scale_factor"}, {"owner", "skip_softmax"}});
+    for (const std::string& backend : runs)
+      if (!is_flash_family(backend)) why.add("AK3013", {{"backend", backend}});
+    return why;
+  };
   if (request.backend == "none") {
     PreparedRequest p{"none", {}, nullptr};
+    std::vector<std::string> runs;
     for (const Decision& d : result_.selections)
-      if (const ComponentSpec* c = profile_->find_component(d.component); c && c->switchable) p.decisions.push_back(d);
+      if (switchable(d)) {
+        p.decisions.push_back(d);
+        runs.push_back(d.backend);
+      }
+    if (request.skip_softmax)
+      if (Diagnostics why = skip_softmax_refusals(runs); !why.ok()) return unique(why);
     return with_active(std::move(p));
   }
   const Platform& plat = result_.platform;
@@ -634,7 +685,7 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
     why.add("AK3011", {{"backend", request.backend},
                        {"what", config_.enable_torch_compile ? "torch.compile" : "breakable CUDA graphs"}});
   for (const Decision& d : result_.selections)
-    if (const ComponentSpec* c = profile_->find_component(d.component); c && c->switchable)
+    if (switchable(d))
       if (const Backend* b = registry_->find(d.backend); b && b->capabilities().sparse) {
         why.add("AK3012", {{"backend", request.backend}, {"server", d.backend}});
         break;
@@ -643,14 +694,7 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
   if (!caps.switchable_per_request) why.add("AK3010", {{"backend", canonical}});
   if (config_.ring_degree > 1 && !caps.ring_capable)
     why.add("AK5004", {{"backend", canonical}, {"ring", std::to_string(config_.ring_degree)}});
-  if (request.skip_softmax) {
-    const BackendSchema* schema = find_schema("skip_softmax");
-    const BackendSchema* schemas[] = {schema};
-    why.append(validate_config(*request.skip_softmax, schemas, "request-scoped skip-softmax"));
-    if (!request.skip_softmax->count("threshold_scale_factor"))
-      why.add("AK3104", {{"key", "threshold_scale_factor"}, {"owner", "skip_softmax"}});
-    if (!is_flash_family(canonical)) why.add("AK3013", {{"backend", canonical}});
-  }
+  if (request.skip_softmax) why.append(skip_softmax_refusals({canonical}));
   if (!why.ok()) return unique(why);
   if (auto it = prepared_cache_.find(canonical); it != prepared_cache_.end()) return it->second;
   Diagnostics scratch;
@@ -669,10 +713,37 @@ void Engine::apply(const PreparedRequest& prepared) noexcept {
   if (prepared.active) active_ = prepared.active;  // a shared_ptr copy: cannot fail
 }
 
+Result<std::optional<RequestOverride>> request_flags(const DeploymentConfig& config) {
+  if (config.attention_backend_override.empty() && trim(config.skip_softmax_params).empty())
+    return std::optional<RequestOverride>();
+  RequestOverride request{config.attention_backend_override.empty() ? "none" : config.attention_backend_override,
+                          std::nullopt};
+  if (!trim(config.skip_softmax_params).empty()) {
+    auto parsed = parse_backend_config(config.skip_softmax_params);
+    if (!parsed) return parsed.diagnostics();
+    request.skip_softmax = parsed->values;
+  }
+  return std::optional<RequestOverride>(std::move(request));
+}
+
 CheckResult check_deployment(const DeploymentConfig& config, const Registry& registry) {
   Engine engine(config, registry);
   engine.set_log_sink(nullptr);
-  return engine.build();
+  CheckResult result = engine.build();
+  auto request = request_flags(config);
+  if (!request) {
+    result.diagnostics.append(request.diagnostics());
+  } else if (*request && result.ok) {
+    auto prepared = engine.prepare(**request);
+    if (prepared) {
+      engine.apply(*prepared);
+      result.selections = engine.active();
+    } else {
+      result.diagnostics.append(prepared.diagnostics());
+    }
+  }
+  result.ok = result.ok && result.diagnostics.ok();
+  return result;
 }
 
 }  // namespace attnkit::select

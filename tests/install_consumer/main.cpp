@@ -7,6 +7,7 @@
 #include <attnkit/backends/registry.hpp>
 #include <attnkit/core/error_stats.hpp>
 #include <attnkit/core/host_tensor.hpp>
+#include <attnkit/runtime/deployment.hpp>
 
 int main() {
   using namespace attnkit;
@@ -45,6 +46,22 @@ int main() {
   const ErrorStats err = compare_outputs(data->tensors().out, expected.view());
   std::printf("backend %s rel_l2 %.2e\n", std::string(backend->name()).c_str(), err.rel_l2);
   if (!err.clean() || err.rel_l2 > 1e-5) return 1;
+  // The same call through a Deployment layer of a shipped profile.
+  auto dep = runtime::Deployment::create({.model = "wan", .platform = "cpu", .dtype = "fp32"}, default_registry(),
+                                         [](std::string_view) {});
+  if (!dep) {
+    std::printf("%s\n", dep.diagnostics().summary().c_str());
+    return 1;
+  }
+  auto layer = (*dep)->layer("transformer", "self", 0);
+  auto layer_plan = (*layer)->plan(p);
+  if (!layer_plan) return 1;
+  std::vector<std::byte> layer_ws((*layer_plan)->workspace_bytes());
+  data->poison_outputs();  // so an output the layer did not write shows
+  const Diagnostics layer_ran = (*layer)->run(p, data->tensors(), layer_ws, nullptr);
+  const ErrorStats layer_err = compare_outputs(data->tensors().out, expected.view());
+  std::printf("deployment layer %s rel_l2 %.2e\n", std::string((*layer)->backend().name()).c_str(), layer_err.rel_l2);
+  if (!layer_ran.ok() || !layer_err.clean() || layer_err.rel_l2 > 1e-5) return 1;
   std::printf("consumer ok\n");
   return 0;
 }

@@ -4,8 +4,10 @@
 #include <regex>
 #include <set>
 
+#include "attnkit/runtime/deployment.hpp"
 #include "select/deployment_flags.hpp"
 #include "select_test_util.hpp"
+#include "testing/probe_backends.hpp"
 
 namespace attnkit::select {
 namespace {
@@ -21,6 +23,13 @@ struct CodeCase {
 
 Diagnostics of(const CheckResult& r) { return r.diagnostics; }
 
+// Probe backends (tests/testing/probe_backends.hpp) that outlive the cases.
+struct ProbeLogHolder {
+  explicit ProbeLogHolder(bool fa_skips) : registry(attnkit::testing::make_probe_registry(log, fa_skips)) {}
+  attnkit::testing::ProbeLog log;
+  std::unique_ptr<Registry> registry;
+};
+
 // Builds an engine for `c` and prepares `req`, returning the refusal.
 Diagnostics prepare(DeploymentConfig c, RequestOverride req) {
   Engine e(std::move(c));
@@ -28,6 +37,15 @@ Diagnostics prepare(DeploymentConfig c, RequestOverride req) {
   const CheckResult& r = e.build();
   if (!r.ok) return r.diagnostics;
   auto p = e.prepare(req);
+  return p ? Diagnostics{} : p.diagnostics();
+}
+
+// Creates a Deployment on this machine for `c` (with `registry`) and, when it
+// exists, prepares `req`; returns the refusal.
+Diagnostics deploy(DeploymentConfig c, runtime::Request req = {}, const Registry& registry = default_registry()) {
+  auto d = runtime::Deployment::create(std::move(c), registry, [](std::string_view) {});
+  if (!d) return d.diagnostics();
+  auto p = (*d)->prepare(req);
   return p ? Diagnostics{} : p.diagnostics();
 }
 
@@ -74,6 +92,19 @@ const std::vector<CodeCase>& cases() {
        }},
       {"AK3014", "unknown dtype", [] { return of(check({.model = "wan", .platform = "cuda:sm90", .dtype = "bfloat15"})); }},
       {"AK3015", "no model", [] { return of(check({.platform = "cuda:sm90"})); }},
+      {"AK3016", "skip-softmax on a flash kernel that does not skip", [] {
+         static ProbeLogHolder probes(false);
+         return deploy({.model = "wan", .platform = "cpu", .attention_backend = "fa"},
+                       {.skip_softmax_params = BackendConfig{{"threshold_scale_factor", 2.0}}}, *probes.registry);
+       }},
+      {"AK3017", "a Deployment for another machine", [] { return deploy({.model = "wan", .platform = "rocm"}); }},
+      {"AK3018", "a layer the profile does not declare", [] {
+         auto d = runtime::Deployment::create({.model = "wan", .platform = "cpu"}, default_registry(),
+                                              [](std::string_view) {});
+         if (!d) return d.diagnostics();
+         auto l = (*d)->layer("transformer", "self", 40);
+         return l ? Diagnostics{} : l.diagnostics();
+       }},
       {"AK3101", "config key typo", [] {
          return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
                           .attention_backend_config = "topK=0.5"}));

@@ -273,6 +273,45 @@ TEST(SelectRequest, RequestThatCannotRunALayerIsRefused) {
   EXPECT_TRUE(skip.diagnostics().has_code("AK3103"));
 }
 
+TEST(SelectRequest, CheckValidatesTheRequestFlags) {
+  // Accepted: the selections show what the request runs.
+  const CheckResult ok = check({.model = "wan", .platform = "cuda:sm90", .attention_backend_override = "sage_attn"});
+  ASSERT_TRUE(ok.ok) << ok.diagnostics.summary();
+  EXPECT_EQ(find(ok, "transformer", "self")->backend, "sage_attn");
+  EXPECT_EQ(find(ok, "transformer", "self")->decided_by, Level::per_request);
+  EXPECT_EQ(find(ok, "text_encoder", "self")->decided_by, Level::auto_select);  // not switchable
+  const CheckResult skip = check({.model = "wan", .platform = "cuda:sm90", .attention_backend_override = "fa",
+                                  .skip_softmax_params = "{\"threshold_scale_factor\": 2, \"start_step\": 3}"});
+  EXPECT_TRUE(skip.ok) << skip.diagnostics.summary();
+  // Every refusal of design 2.2, through the flags.
+  struct Case {
+    DeploymentConfig config;
+    const char* code;
+  };
+  const Case refusals[] = {
+      {{.model = "wan", .platform = "cuda:sm90", .attention_backend_override = "sage_atn"}, "AK2002"},
+      {{.model = "wan", .platform = "cuda:sm90", .attention_backend_override = "hybrid_window_attn_h3"}, "AK3010"},
+      {{.model = "wan", .platform = "cuda:sm90", .enable_torch_compile = true, .attention_backend_override = "fa"}, "AK3011"},
+      {{.model = "wan", .platform = "cuda:sm90", .enable_breakable_cuda_graph = true, .attention_backend_override = "fa"},
+       "AK3011"},
+      {{.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn", .attention_backend_override = "fa"},
+       "AK3012"},
+      {{.model = "wan", .platform = "cuda:sm90", .ring_degree = 2, .attention_backend_override = "sdpa"}, "AK5004"},
+      {{.model = "wan", .platform = "cuda:sm90", .attention_backend_override = "sage_attn",
+        .skip_softmax_params = "threshold_scale_factor=2"}, "AK3013"},
+      {{.model = "wan", .platform = "cuda:sm90", .attention_backend = "sdpa", .skip_softmax_params = "threshold_scale_factor=2"},
+       "AK3013"},  // no override: the layers' own backend must be fa
+      {{.model = "wan", .platform = "cuda:sm90", .skip_softmax_params = "start_step=2"}, "AK3104"},
+      {{.model = "wan", .platform = "cuda:sm90", .skip_softmax_params = "threshold_scale_factor=2,start=1"}, "AK3101"},
+      {{.model = "wan", .platform = "cuda:sm90", .skip_softmax_params = "{\"threshold_scale_factor\": 2"}, "AK3106"},
+  };
+  for (const Case& c : refusals) {
+    const CheckResult r = check(c.config);
+    EXPECT_FALSE(r.ok) << c.code;
+    EXPECT_TRUE(r.diagnostics.has_code(c.code)) << c.code << ": " << testing::codes(r.diagnostics);
+  }
+}
+
 TEST(SelectLog, OncePerComponent) {
   std::vector<std::string> lines;
   Engine e({.model = "minimax-h3", .platform = "cuda:sm90", .attention_backend = "sparge_attn"});

@@ -3,7 +3,9 @@
 // Platform returning coded reasons, and plans runs. A Plan does every check,
 // tile choice and workspace sizing up front; Plan::run allocates nothing.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +24,22 @@ using Workspace = std::span<std::byte>;
 // A cudaStream_t for CUDA plans (nullptr: the default stream); ignored on CPU.
 using StreamHandle = void*;
 
+// Request-scoped skip-softmax (design 2.2 and 3): from denoising step
+// `start_step` on, skip P.V for KV blocks whose max logit falls below the
+// running max by threshold_scale_factor / context_length.
+struct SkipSoftmaxParams {
+  double threshold_scale_factor = 0.0;
+  std::int64_t start_step = 0;
+};
+
+// Where a call runs inside a model: what step- and layer-dependent backends
+// read (sol_attn's dense_steps / dense_layers, skip-softmax's start_step).
+struct CallContext {
+  std::int64_t step = -1;         // the request's denoising step; -1: none given
+  std::int64_t layer_index = -1;  // the layer's index in its component and role; -1: a one-off call
+  std::optional<SkipSoftmaxParams> skip_softmax;  // set while a request asks for it
+};
+
 class Plan {
  public:
   explicit Plan(Problem p) : problem_(std::move(p)) {}
@@ -34,6 +52,14 @@ class Plan {
   // Validates the binding against the planned Problem, then computes. Allocates
   // nothing; on CUDA it only enqueues work on `stream`.
   virtual Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle stream) const = 0;
+  // run() for a layer of a deployment (runtime/deployment.hpp). Backends whose
+  // math depends on the step, the layer or the request override this; the
+  // others compute the same whatever `where` says.
+  virtual Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws,
+                             StreamHandle stream) const {
+    (void)where;
+    return run(t, ws, stream);
+  }
 
  private:
   Problem problem_;

@@ -32,6 +32,7 @@ struct Capabilities {
   bool ring_capable = false;
   bool sparse = false;
   bool switchable_per_request = true;
+  bool skip_softmax = false;  // the kernel implements request-scoped skip-softmax (CallContext)
   std::string required_library;  // "cudnn", "nccl", ... (empty: none)
   bool built = true;  // false: modelled for validation only, no kernel in this binary
   bool auto_selectable = true;  // false: only when named (e.g. `reference`)

@@ -39,6 +39,7 @@ struct Window {
 struct BlockSparse {
   int block_q = 64;
   int block_k = 64;
+  friend bool operator==(const BlockSparse&, const BlockSparse&) = default;
 };
 
 // Paged KV cache: K/V are [num_pages, page_size, heads_kv, dim]; sequence b's
@@ -46,6 +47,7 @@ struct BlockSparse {
 // seqlens_k[b] keys are valid.
 struct PagedKv {
   int page_size = 16;
+  friend bool operator==(const PagedKv&, const PagedKv&) = default;
 };
 
 struct Problem {
@@ -82,6 +84,8 @@ struct Problem {
   // of the longest-sequence shape: 2*b*h*sq*sk*(dqk+dv) halved for causal.
   double flops() const;
   std::string summary() const;  // one line, for logs
+  // Field by field: two calls with equal Problems can share one Plan.
+  friend bool operator==(const Problem&, const Problem&) = default;
 };
 
 // Structural checks of a Problem on its own (positive sizes, head ratio, dims,

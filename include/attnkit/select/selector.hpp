@@ -101,6 +101,10 @@ struct DeploymentConfig {
   std::optional<int> sp_degree;      // default: ring_degree * ulysses_degree
   bool enable_torch_compile = false;
   bool enable_breakable_cuda_graph = false;
+  // A per-request override to validate offline (design 2.2): `check` prepares
+  // and applies it; a runtime::Deployment starts with it applied.
+  std::string attention_backend_override;  // a backend name, or "none"
+  std::string skip_softmax_params;         // JSON/YAML file, JSON string or k=v pairs (threshold_scale_factor, start_step)
 };
 
 struct Rejection {
@@ -137,6 +141,20 @@ struct RequestOverride {
   std::optional<BackendConfig> skip_softmax;  // request-scoped skip-softmax settings
 };
 
+// The request of `config`'s request flags (--attention-backend-override,
+// --skip-softmax-params); nullopt when neither is given. Skip-softmax
+// parameters without an override keep the deployment's backends ("none").
+Result<std::optional<RequestOverride>> request_flags(const DeploymentConfig& config);
+
+// A backend requested by an engine flag at levels 3 to 5, kept for the audit
+// once the model's layers exist (runtime::Deployment::audit).
+struct FlagRequest {
+  Level level = Level::engine_default;
+  std::string component;  // "" : every component the flag reaches
+  std::string role;       // "" : every role
+  std::string source;     // the flag as written, e.g. "--component-attention-backends text_encoder=sdpa"
+};
+
 // The result of prepare(): everything apply() needs, already checked.
 struct PreparedRequest {
   std::string backend;              // canonical; "none" restores defaults
@@ -158,13 +176,16 @@ class Engine {
   const CheckResult& result() const { return result_; }
   const Profile* profile() const { return profile_ ? &*profile_ : nullptr; }
   const BackendConfig& backend_config() const { return backend_config_; }
+  // The backends the engine flags requested at levels 3-5 (after build()).
+  const std::vector<FlagRequest>& flag_requests() const { return flag_requests_; }
 
   // The decision currently in force for a layer (after any applied request).
   const Decision* decision(std::string_view component, std::string_view role) const;
   const std::vector<Decision>& active() const { return *active_; }
 
   // Phase 1: checks and builds the alternative for every switchable layer;
-  // changes nothing on failure. Results are cached per backend.
+  // changes nothing on failure. Results are cached per backend. "none" with
+  // skip-softmax settings keeps the decisions and checks they run fa.
   Result<PreparedRequest> prepare(const RequestOverride& request);
   // Phase 2: swaps the prepared decisions in; cannot fail.
   void apply(const PreparedRequest& prepared) noexcept;
@@ -179,6 +200,7 @@ class Engine {
   Diagnostics profile_error_;
   BackendConfig backend_config_;
   CheckResult result_;
+  std::vector<FlagRequest> flag_requests_;
   std::shared_ptr<const std::vector<Decision>> active_;
   std::map<std::string, PreparedRequest> prepared_cache_;
   std::set<std::string> logged_;
@@ -203,6 +225,8 @@ Result<CallDecision> select_for_call(const Problem& p, const std::vector<Platfor
                                      std::string_view requested, const Registry& registry = default_registry());
 
 // Builds an Engine and returns its result: the library side of `attnkit check`.
+// With request flags, the request is prepared and applied: the selections show
+// what it runs, and its refusals join the diagnostics.
 CheckResult check_deployment(const DeploymentConfig& config, const Registry& registry = default_registry());
 
 }  // namespace attnkit::select
