@@ -113,13 +113,15 @@ def denoise(model, noise, tokens, steps, request=lambda step: contextlib.nullcon
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--dtype", default=None, choices=["fp32", "bf16", "fp16"],
+                    help="default: bf16 on a GPU (what the flash kernels run), fp32 on the CPU")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--switch-at", type=int, default=3, help="the first step that requests --request-backend")
     ap.add_argument("--attention-backend", default=None,
                     help="engine default (default: reference on the CPU, fa on a GPU)")
     ap.add_argument("--request-backend", default="sdpa")
     args = ap.parse_args()
+    args.dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     engine_default = args.attention_backend or ("fa" if args.device == "cuda" else "reference")
 

@@ -13,7 +13,7 @@ from reference_numpy import attention_ref, rel_l2  # noqa: E402
 from refusals import expect_refused  # noqa: E402
 
 BOUND = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}
-CUDA_BACKENDS = {"fa2", "cuda_sdpa"}
+CUDA_BACKENDS = {"fa3", "fa2", "cuda_sdpa"}
 
 
 def randn(*shape, dtype=torch.bfloat16, seed=0):

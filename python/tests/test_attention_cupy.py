@@ -28,7 +28,7 @@ def test_cupy_in_cupy_out(dtype, bound, causal):
     q, k, v = randn(2, 133, 8, 128, dtype=dtype), randn(2, 150, 2, 128, dtype=dtype), randn(2, 150, 2, 128, dtype=dtype)
     out = attnkit.attention(cupy.asarray(q), cupy.asarray(k), cupy.asarray(v), causal=causal)
     assert isinstance(out, cupy.ndarray) and out.dtype == dtype and out.shape == (2, 133, 8, 128)
-    assert attnkit.last_backend() in {"fa2", "cuda_sdpa"}
+    assert attnkit.last_backend() in {"fa3", "fa2", "cuda_sdpa"}
     ref, _ = attention_ref(q, k, v, causal=causal)
     assert rel_l2(cupy.asnumpy(out), ref) < bound
 
