@@ -10,6 +10,7 @@
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
+#   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -208,7 +209,7 @@ fi
 if ! skip variants; then
   vseq="${GPU_CHECK_VARIANT_SEQLENS:-1024,4096,16384}"
   step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s$vseq"
-  "$BUILD/bench/gpu/bench_fa2" --variants --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
+  "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only $GPU_CHECK_VARIANTS} --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
 fi
@@ -251,7 +252,7 @@ if ! skip bench; then
   done
   # The peers, and attnkit again through the Python module in their process,
   # interleaved per grid point (design §6); the ratios come from this run.
-  peer_args=()
+  peer_args=(--video)
   ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1 && peer_args+=(--attnkit --attnkit-backend "$backends")
   if ls "$ROOT"/.whl/fa3_fwd-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \

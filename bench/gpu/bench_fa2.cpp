@@ -6,7 +6,7 @@
 //
 //   bench_fa2 [--backend fa2] [--dims 64,128,256] [--seqlens 512,...,16384]
 //             [--iters 30] [--warmup 5] [--json out.json]
-//   bench_fa2 --variants [--seqlens 4096,16384] [--json variants.json]
+//   bench_fa2 --variants [--only f3_] [--seqlens 4096,16384] [--json variants.json]
 //             times the tile-shape variants of fa2_variants.def (direct launches)
 #include <cuda_runtime.h>
 
@@ -59,7 +59,7 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string backend_name = "fa2", json_path;
+  std::string backend_name = "fa2", json_path, only;  // only: variants whose name starts with it
   std::vector<int> dims = {64, 128, 256};
   std::vector<int> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
   int iters = 30, warmup = 5;
@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() { return i + 1 < argc ? argv[++i] : ""; };
     if (!std::strcmp(argv[i], "--backend")) backend_name = next();
+    else if (!std::strcmp(argv[i], "--only")) only = next();
     else if (!std::strcmp(argv[i], "--dims")) dims = parse_ints(next());
     else if (!std::strcmp(argv[i], "--seqlens")) seqlens = parse_ints(next());
     else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(next());
@@ -162,7 +163,9 @@ int main(int argc, char** argv) {
   // The variant's output against the shipped kernel's, problem `p`, input set 0.
   auto compare_to_shipped = [&](const Problem& p, const cuda::AttnParams& variant_params,
                                 const bench::Fa2Variant& var) -> std::optional<ErrorStats> {
-    auto shipped = (*backend)->plan(p, *platform);
+    const Backend* family = default_registry().find(var.backend);
+    if (family == nullptr) return std::nullopt;
+    auto shipped = family->plan(p, *platform);
     if (!shipped) return std::nullopt;
     AttentionTensors t;
     t.q = view_for(p, q[0]);
@@ -186,6 +189,7 @@ int main(int argc, char** argv) {
     return 2;
 #else
     for (const bench::Fa2Variant& var : bench::fa2_variants()) {
+      if (!only.empty() && var.name.rfind(only, 0) != 0) continue;
       if (var.configure() != 0) {
         std::fprintf(stderr, "variant %s: cudaFuncSetAttribute failed\n", var.name.c_str());
         continue;
@@ -214,7 +218,7 @@ int main(int argc, char** argv) {
           // output with the shipped kernel's on the same inputs.
           const std::optional<ErrorStats> e = compare_to_shipped(p, params[0], var);
           const bool same = e && e->clean() && e->rel_l2 < rel_l2_bound(DType::bf16);
-          std::printf("%-16s vs shipped fa2: %s%s\n", var.name.c_str(),
+          std::printf("%-16s vs shipped %s: %s%s\n", var.name.c_str(), var.backend.c_str(),
                       e ? describe(*e).c_str() : "could not run both", same ? "" : "  MISMATCH");
           if (!same) variant_mismatch = true;
         }

@@ -141,6 +141,7 @@ def main():
     ap.add_argument("--iters", type=int, default=30, help="timed calls per implementation and point")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds the timed calls are split into")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--video", action="store_true", help="also the video DiT shape 1 x 24 x 32760 x 128")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tokens", type=int, default=16384, help="batch * seqlen (design §6: 16384)")
     ap.add_argument("--width", type=int, default=2048, help="heads * head_dim (design §6: 2048)")
@@ -152,56 +153,61 @@ def main():
     timer = Timer(dev)
     rows, mismatches = [], 0
     per_round = max(1, args.iters // args.rounds)
+    def measure(b, h, s, d, causal, impls, shape):
+        """Times every implementation on one shape; returns the number of output mismatches."""
+        sets = [[torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16) for _ in range(3)] for _ in range(2)]
+        samples, alive, agreement = {name: [] for name in impls}, dict(impls), {}
+        for name, fn in list(alive.items()):  # warm-up; a backend that refuses the shape drops out here
+            try:
+                for it in range(args.warmup):
+                    fn(*sets[it % 2])
+                timer.collect()
+            except RuntimeError as e:
+                print(f"skip {name} d{d} s{s} causal={causal}: {str(e).splitlines()[0]}", file=sys.stderr)
+                del alive[name]
+        # Every implementation's output against the first one's on the same inputs:
+        # a fast wrong answer must not end up in the table.
+        bad, ref_name, ref = 0, None, None
+        for name, fn in alive.items():
+            out = fn(*sets[0]).float()
+            if ref is None:
+                ref_name, ref = name, out
+                continue
+            rel = ((out - ref).norm() / ref.norm()).item()
+            if not rel <= 2e-2:  # NaN fails too
+                print(f"MISMATCH {name} vs {ref_name} d{d} s{s} causal={causal}: rel_l2 {rel:.3g}", file=sys.stderr)
+                bad += 1
+            agreement[name] = rel
+        ref = out = None  # free the fp32 copies before timing
+        order = list(alive.items())
+        for r in range(args.rounds):
+            # Rotated each round: every implementation follows each of the others (a
+            # hot cuDNN run lowers the clock the next one starts at).
+            for name, fn in order[r % len(order):] + order[:r % len(order)]:
+                for it in range(per_round):
+                    timer.time(lambda: fn(*sets[it % 2]))
+                samples[name] += timer.collect()
+        flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
+        for name in alive:
+            ms = sorted(samples[name])
+            med = ms[len(ms) // 2]
+            tf = flops / (med * 1e9)
+            rows.append(dict(impl=name, shape=shape, head_dim=d, seqlen=s, batch=b, heads=h, causal=causal,
+                             ms_median=med, ms_min=ms[0], tflops=tf, rel_l2_vs=ref_name if name in agreement else None,
+                             rel_l2=agreement.get(name)))
+            print(f"{name:16s} {shape:5s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms "
+                  f"{tf:7.1f} TFLOP/s", flush=True)
+        del sets
+        return bad
+
     for d in args.dims:
         for causal in (False, True):
             impls = implementations(args, causal)
             for s in args.seqlens:
-                if s > args.tokens:
-                    continue
-                b, h = args.tokens // s, args.width // d
-                sets = [[torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16) for _ in range(3)] for _ in range(2)]
-                samples, alive, agreement = {name: [] for name in impls}, dict(impls), {}
-                for name, fn in list(alive.items()):  # warm-up; a backend that refuses the shape drops out here
-                    try:
-                        for it in range(args.warmup):
-                            fn(*sets[it % 2])
-                        timer.collect()
-                    except RuntimeError as e:
-                        print(f"skip {name} d{d} s{s} causal={causal}: {str(e).splitlines()[0]}", file=sys.stderr)
-                        del alive[name]
-                # Every implementation's output against the first one's on the same inputs:
-                # a fast wrong answer must not end up in the table.
-                ref_name, ref = None, None
-                for name, fn in alive.items():
-                    out = fn(*sets[0]).float()
-                    if ref is None:
-                        ref_name, ref = name, out
-                        continue
-                    rel = ((out - ref).norm() / ref.norm()).item()
-                    if not rel <= 2e-2:  # NaN fails too
-                        print(f"MISMATCH {name} vs {ref_name} d{d} s{s} causal={causal}: rel_l2 {rel:.3g}", file=sys.stderr)
-                        mismatches += 1
-                    agreement[name] = rel
-                ref = out = None  # free the fp32 copies before timing
-                order = list(alive.items())
-                for r in range(args.rounds):
-                    # Rotated each round: every implementation follows each of the others (a
-                    # hot cuDNN run lowers the clock the next one starts at).
-                    for name, fn in order[r % len(order):] + order[:r % len(order)]:
-                        for it in range(per_round):
-                            timer.time(lambda: fn(*sets[it % 2]))
-                        samples[name] += timer.collect()
-                flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
-                for name in alive:
-                    ms = sorted(samples[name])
-                    med = ms[len(ms) // 2]
-                    tf = flops / (med * 1e9)
-                    rows.append(dict(impl=name, head_dim=d, seqlen=s, batch=b, heads=h, causal=causal,
-                                     ms_median=med, ms_min=ms[0], tflops=tf, rel_l2_vs=ref_name if name in agreement else None,
-                                     rel_l2=agreement.get(name)))
-                    print(f"{name:16s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms "
-                          f"{tf:7.1f} TFLOP/s", flush=True)
-                del sets
+                if s <= args.tokens:
+                    mismatches += measure(args.tokens // s, args.width // d, s, d, causal, impls, "grid")
+    if args.video:  # design §6's video DiT shape: 1 x 24 heads x 32760 tokens x 128, non-causal
+        mismatches += measure(1, 24, 32760, 128, False, implementations(args, False), "video")
     info = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", torch=torch.__version__,
                 cudnn=torch.backends.cudnn.version(), cuda=torch.version.cuda, results=rows)
     with open(args.json, "w") as f:

@@ -1,7 +1,8 @@
 #pragma once
-// Tile-shape variants of fa2 timed side by side by bench_fa2 --variants, so one
-// GPU call compares shapes before the instance table (fa2/traits.hpp) commits
-// to one per head dim. Each variant is instantiated in its own .cu file.
+// Tile-shape variants of fa2 and fa3 timed side by side by bench_fa2
+// --variants, so one GPU call compares shapes before the instance table
+// (fa2/traits.hpp, sm90/traits.hpp) commits to one per head dim. Each variant
+// is instantiated in its own .cu file.
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 namespace attnkit::bench {
 
 struct Fa2Variant {
+  std::string backend;  // the shipped backend its output is checked against: "fa2" or "fa3"
   std::string name;
   int head_dim;
   int (*configure)();
@@ -33,4 +35,16 @@ std::vector<Fa2Variant> fa2_variants();
   int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                  \
     return static_cast<int>(cuda::fa2_launch<NAME##_traits>(p, static_cast<cudaStream_t>(s)));            \
   }                                                                                                        \
+  }
+
+// Defines variant NAME with Fa3Traits<bf16, QK, V, BLOCKM, BLOCKN, STAGES, PRODUCER_REGS, CONSUMER_REGS,
+// PINGPONG, PERSISTENT> (a derived type: a kernel symbol of its own).
+#define AK_FA3_VARIANT(NAME, QK, V, BLOCKM, BLOCKN, STAGES, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, PERSISTENT) \
+  namespace attnkit::bench {                                                                                 \
+  struct NAME##_traits : cuda::sm90::Fa3Traits<__nv_bfloat16, QK, V, BLOCKM, BLOCKN, STAGES, PRODUCER_REGS,   \
+                                               CONSUMER_REGS, PINGPONG, PERSISTENT> {};                      \
+  int NAME##_configure() { return static_cast<int>(cuda::sm90::fa3_configure<NAME##_traits>()); }            \
+  int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                     \
+    return static_cast<int>(cuda::sm90::fa3_launch<NAME##_traits>(p, static_cast<cudaStream_t>(s)));         \
+  }                                                                                                           \
   }

@@ -1,7 +1,13 @@
 #pragma once
-// Which output tile a CTA computes (fa2 and fa3). The grid is (query blocks, q heads, batch);
-// query blocks run in reverse so that, under a causal mask, the longest rows
-// (the most key tiles) start first and the short ones fill the tail.
+// Which output tiles a CTA computes (fa2 and fa3). Tiles are numbered
+// (batch, head)-major with query blocks in reverse inside each head, so that
+// consecutive tiles share one head's K and V in L2 and, under a causal mask,
+// the longest rows (the most key tiles) start first and the short ones fill
+// the tail.
+//  - one tile per CTA: the grid is (query blocks, q heads, batch) (fa2);
+//  - persistent: a grid of at most one CTA per SM walks tiles blockIdx.x,
+//    blockIdx.x + gridDim.x, ... (fa3), so the producer loads the next tile
+//    while the consumers finish the last.
 #include "kernels/cuda/params.hpp"
 
 namespace attnkit::cuda {
@@ -15,6 +21,16 @@ struct Tile {
 template <int BlockM>
 struct TileScheduler {
   static AK_HOST_DEVICE int num_m_blocks(const AttnParams& p) { return (p.seqlen_q + BlockM - 1) / BlockM; }
+  static AK_HOST_DEVICE long long num_tiles(const AttnParams& p) {
+    return static_cast<long long>(num_m_blocks(p)) * p.heads_q * p.batch;
+  }
+  // Tile number `linear` in the order above.
+  static AK_HOST_DEVICE Tile tile(long long linear, const AttnParams& p) {
+    const int m_blocks = num_m_blocks(p);
+    const long long slice = linear / m_blocks;  // batch * heads_q + head
+    return {m_blocks - 1 - static_cast<int>(linear % m_blocks), static_cast<int>(slice % p.heads_q),
+            static_cast<int>(slice / p.heads_q)};
+  }
 #if defined(__CUDACC__)
   static dim3 grid(const AttnParams& p) {
     return dim3(static_cast<unsigned>(num_m_blocks(p)), static_cast<unsigned>(p.heads_q),

@@ -11,6 +11,29 @@
 
 namespace attnkit::cuda::sm90 {
 
+// One output tile: where its rows live and which key tiles it visits.
+struct Fa3Tile {
+  Tile tile;
+  DeviceSpan span;
+  int m0;
+  Fa3Coords at;
+  KeyTiles keys;
+};
+
+template <class Traits>
+__device__ __forceinline__ bool fa3_tile(const AttnParams& p, long long linear, Fa3Tile& out) {
+  out.tile = TileScheduler<Traits::kBlockM>::tile(linear, p);
+  out.span = sequence_span(p, out.tile.batch);
+  out.m0 = out.tile.m_block * Traits::kBlockM;
+  if (out.m0 >= out.span.q_len) return false;  // varlen: this sequence is shorter than the longest
+  const bool packed = p.layout == Layout::thd;
+  out.at = {packed ? static_cast<int>(out.span.q_offset) : 0, packed ? static_cast<int>(out.span.k_offset) : 0,
+            out.tile.head, out.tile.head / p.gqa_ratio, packed ? 0 : out.tile.batch};
+  out.keys = visible_key_tiles(out.m0, Traits::kBlockM, out.span.q_len, out.span.k_len, p.window_left,
+                               p.window_right, Traits::kBlockN);
+  return true;
+}
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const __grid_constant__ Fa3Params params) {
 #if defined(AK_SM90_ENABLED)
@@ -19,19 +42,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Swizzle atoms need 1024-byte alignment; the allocation has the slack.
   const std::uint32_t raw = smem_addr(smem_raw);
-  const std::uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
-  const Fa3Smem<Traits> sm{raw + pad};
-
-  // ---- which tile, and where its rows live
-  const Tile tile = TileScheduler<Traits::kBlockM>::current();
-  const DeviceSpan span = sequence_span(p, tile.batch);
-  const int m0 = tile.m_block * Traits::kBlockM;
-  if (m0 >= span.q_len) return;  // varlen: this sequence is shorter than the longest
-  const bool packed = p.layout == Layout::thd;
-  const Fa3Coords at{packed ? static_cast<int>(span.q_offset) : 0, packed ? static_cast<int>(span.k_offset) : 0,
-                     tile.head, tile.head / p.gqa_ratio, packed ? 0 : tile.batch};
-  const KeyTiles tiles = visible_key_tiles(m0, Traits::kBlockM, span.q_len, span.k_len, p.window_left,
-                                           p.window_right, Traits::kBlockN);
+  const Fa3Smem<Traits> sm{(raw + 1023u) & ~1023u};
+  const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(p);
 
   if (threadIdx.x == 0) sm.init_barriers();
   __syncthreads();
@@ -39,30 +51,47 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     regs_release<Traits::kProducerRegs>();
-    if (threadIdx.x / 32 == 0 && elect_one_lane()) Fa3Producer<Traits>::run(params, sm, at, m0, tiles);
+    if (threadIdx.x / 32 == 0 && elect_one_lane()) {
+      tma_prefetch_descriptor(&params.tma_q);
+      tma_prefetch_descriptor(&params.tma_k);
+      tma_prefetch_descriptor(&params.tma_v);
+      PipelineState ps;
+      Fa3Tile t;
+      for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x)
+        if (fa3_tile<Traits>(p, linear, t)) Fa3Producer<Traits>::load_tile(params, sm, t.at, t.m0, t.keys, ps);
+    }
   } else {
     regs_claim<Traits::kConsumerRegs>();
+    using Consumer = Fa3Consumer<Traits>;
     const int wg = warpgroup - 1, wg_row0 = 64 * wg;
-    const int strip_row0 = m0 + wg_row0 + 16 * ((threadIdx.x / 32) & 3);
-    const KeyTiles wg_tiles = visible_key_tiles(m0 + wg_row0, 64, span.q_len, span.k_len, p.window_left,
-                                                p.window_right, Traits::kBlockN);
     const bool has_sink = p.sinks != nullptr;
-    const float sink_log2 = has_sink ? p.sinks[tile.head * p.sinks_stride] * kLog2e : 0.0f;
-    RowState st[1];
-    st[0].m[0] = st[0].m[1] = has_sink ? sink_log2 : -INFINITY;  // the sink joins the running max from the start
-    st[0].l[0] = st[0].l[1] = 0.0f;
-    float o[1][Traits::kOTiles][4];
+    const bool packed = p.layout == Layout::thd;
+    Consumer::first_turn(wg);
+    PipelineState ps;
+    Fa3Tile t;
+    for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x) {
+      if (!fa3_tile<Traits>(p, linear, t)) continue;
+      const int strip_row0 = t.m0 + wg_row0 + 16 * ((threadIdx.x / 32) & 3);
+      const KeyTiles wg_keys = visible_key_tiles(t.m0 + wg_row0, 64, t.span.q_len, t.span.k_len, p.window_left,
+                                                 p.window_right, Traits::kBlockN);
+      const float sink_log2 = has_sink ? p.sinks[t.tile.head * p.sinks_stride] * kLog2e : 0.0f;
+      RowState st[1];
+      st[0].m[0] = st[0].m[1] = has_sink ? sink_log2 : -INFINITY;  // the sink joins the running max from the start
+      st[0].l[0] = st[0].l[1] = 0.0f;
+      float o[1][Traits::kOTiles][4];
 #pragma unroll
-    for (int j = 0; j < Traits::kOTiles; ++j) o[0][j][0] = o[0][j][1] = o[0][j][2] = o[0][j][3] = 0.0f;
+      for (int j = 0; j < Traits::kOTiles; ++j) o[0][j][0] = o[0][j][1] = o[0][j][2] = o[0][j][3] = 0.0f;
 
-    Fa3Consumer<Traits>::run(p, sm, o, st, tiles, wg_tiles, wg_row0, strip_row0, span);
+      Consumer::run(p, sm, o, st, t.keys, wg_keys, wg, strip_row0, t.span, ps);
 
-    const HeadRows o_rows = head_rows(p.layout, p.out_strides, tile.batch, tile.head, span.q_offset);
-    const std::int64_t lse_offset = packed ? tile.head * p.lse_strides[0] + span.q_offset * p.lse_strides[1]
-                                           : tile.batch * p.lse_strides[0] + tile.head * p.lse_strides[1];
-    const std::int64_t lse_row_stride = packed ? p.lse_strides[1] : p.lse_strides[2];
-    Fa3Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, smem_raw + pad, wg, m0, span,
-                               static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset, lse_row_stride);
+      const HeadRows o_rows = head_rows(p.layout, p.out_strides, t.tile.batch, t.tile.head, t.span.q_offset);
+      const std::int64_t lse_offset = packed ? t.tile.head * p.lse_strides[0] + t.span.q_offset * p.lse_strides[1]
+                                             : t.tile.batch * p.lse_strides[0] + t.tile.head * p.lse_strides[1];
+      const std::int64_t lse_row_stride = packed ? p.lse_strides[1] : p.lse_strides[2];
+      Fa3Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, wg, t.m0, t.span,
+                                 static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset,
+                                 lse_row_stride);
+    }
   }
 #else
   (void)params;

@@ -6,6 +6,9 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
+#include <atomic>
+
 #include "kernels/cuda/cuda_types.hpp"
 #include "kernels/cuda/sm90/kernel.hpp"
 
@@ -60,6 +63,18 @@ cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// Multiprocessors of the current device (a persistent grid has one CTA each),
+// read once per device.
+inline int multiprocessor_count() {
+  static std::atomic<int> cached[64];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
+  int n = cached[device].load(std::memory_order_relaxed);
+  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess)
+    cached[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
 template <class Traits>
 cudaError_t fa3_configure() {
   return cudaFuncSetAttribute(fa3_forward_kernel<Traits>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -79,8 +94,15 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
       (err = encode_rows_map<Traits>(params.tma_v, a.v, a.v_strides, a.layout, a.rows_k, a.heads_kv, a.batch,
                                      a.head_dim_v, Traits::kBlockN)) != cudaSuccess)
     return err;
-  fa3_forward_kernel<Traits><<<TileScheduler<Traits::kBlockM>::grid(a), Traits::kThreads, Traits::kSmemBytes,
-                               stream>>>(params);
+  // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a
+  // persistent grid is one CTA per SM, otherwise one CTA per tile (as many as
+  // a 1-D grid holds; the walk covers the rest).
+  const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(a);
+  if (tiles <= 0) return cudaSuccess;
+  const int sms = multiprocessor_count();
+  long long ctas = Traits::kPersistent && sms > 0 ? std::min<long long>(tiles, sms) : tiles;
+  ctas = std::min<long long>(ctas, 0x7fffffffLL);
+  fa3_forward_kernel<Traits><<<static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();
 }
 

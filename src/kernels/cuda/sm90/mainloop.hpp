@@ -1,9 +1,10 @@
 #pragma once
-// The fa3 mainloop, in its two roles:
-//  - Fa3Producer: one thread of warpgroup 0 copies Q once, then K and V tile
-//    by tile into a ring of kStages buffers with TMA. Each buffer has a
-//    "full" barrier (the copy's bytes landed) and an "empty" one (every
-//    consumer warp is done reading it).
+// The fa3 mainloop, in its two roles, for one output tile at a time:
+//  - Fa3Producer: one thread of warpgroup 0 copies the tile's Q, then K and V
+//    key tile by key tile into a ring of kStages buffers with TMA. Each buffer
+//    (Q too) has a "full" barrier (the copy's bytes landed) and an "empty" one
+//    (every consumer warp is done reading it), so in a persistent CTA the next
+//    tile's Q and first K/V load while the consumers finish this one.
 //  - Fa3Consumer: a warpgroup's 64 query rows against the key tiles. Tile n's
 //    S = Q K^T is issued before tile n-1's O += P V, so the softmax of tile n
 //    (exponentials, row sums) runs while the tensor cores do P V(n-1)
@@ -33,13 +34,15 @@ struct Fa3Smem {
     return base + static_cast<std::uint32_t>(Traits::kBarrierOffset + 8 * i);
   }
   __device__ __forceinline__ std::uint32_t q_full() const { return bar(0); }
-  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(1 + s); }
-  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(1 + Traits::kStages + s); }
-  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(1 + 2 * Traits::kStages + s); }
-  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(1 + 3 * Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1); }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(2 + s); }
+  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(2 + Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(2 + 2 * Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(2 + 3 * Traits::kStages + s); }
 
   __device__ __forceinline__ void init_barriers() const {
     mbar_init(q_full(), 1);
+    mbar_init(q_empty(), Traits::kConsumerWarps);
     for (int s = 0; s < Traits::kStages; ++s) {
       mbar_init(k_full(s), 1);  // the producer's arrive_expect_tx, then the bytes
       mbar_init(v_full(s), 1);
@@ -50,8 +53,9 @@ struct Fa3Smem {
   }
 };
 
-// Ring position of the it-th key tile: its buffer and the parity of the
-// buffer's phase (each buffer is filled once per kStages tiles).
+// Ring position of the it-th key tile a CTA streams (counted over all its
+// output tiles): its buffer and the parity of the buffer's phase (each buffer
+// is filled once per kStages key tiles).
 struct RingSlot {
   int stage;
   std::uint32_t parity;
@@ -60,6 +64,15 @@ template <int kStages>
 __device__ __forceinline__ RingSlot ring_slot(int it) {
   return {it % kStages, static_cast<std::uint32_t>((it / kStages) & 1)};
 }
+
+// How far a role has come through the CTA's tiles: key tiles streamed and
+// Q tiles loaded. Producer and consumers count the same tiles (only those
+// with a visible key), so their ring positions agree.
+struct PipelineState {
+  int kv = 0;
+  int q = 0;
+  __device__ __forceinline__ std::uint32_t q_parity() const { return static_cast<std::uint32_t>(q & 1); }
+};
 
 // Where one CTA's rows live in the tensor maps: TMA coordinates of row 0 of
 // the sequence, and the (batch, head) slice.
@@ -78,17 +91,15 @@ struct Fa3Producer {
                   row, head, batch);
   }
 
-  // Q at m0, then key tiles [tiles.begin, tiles.end); one thread.
-  static __device__ __forceinline__ void run(const Fa3Params& p, const Fa3Smem<Traits>& sm, const Fa3Coords& at,
-                                             int m0, KeyTiles tiles) {
+  // The tile's Q at m0, then key tiles [tiles.begin, tiles.end); one thread.
+  static __device__ __forceinline__ void load_tile(const Fa3Params& p, const Fa3Smem<Traits>& sm, const Fa3Coords& at,
+                                                   int m0, const KeyTiles& tiles, PipelineState& ps) {
     if (tiles.count() <= 0) return;  // no key visible: the consumers write zeros without Q
-    tma_prefetch_descriptor(&p.tma_q);
-    tma_prefetch_descriptor(&p.tma_k);
-    tma_prefetch_descriptor(&p.tma_v);
+    mbar_wait(sm.q_empty(), ps.q_parity() ^ 1);  // the previous tile's last Q K^T is done
     mbar_arrive_expect_tx(sm.q_full(), static_cast<std::uint32_t>(Traits::kQBytes));
     load_rows(sm.q(), Traits::kBlockM, &p.tma_q, sm.q_full(), at.q_row0 + m0, at.head, at.batch, Traits::kQkBlocks);
     for (int it = 0; it < tiles.count(); ++it) {
-      const RingSlot slot = ring_slot<Traits::kStages>(it);
+      const RingSlot slot = ring_slot<Traits::kStages>(ps.kv + it);
       const int key0 = at.k_row0 + (tiles.begin + it) * Traits::kBlockN;
       mbar_wait(sm.k_empty(slot.stage), slot.parity ^ 1);
       mbar_arrive_expect_tx(sm.k_full(slot.stage), static_cast<std::uint32_t>(Traits::kKBytes));
@@ -99,6 +110,8 @@ struct Fa3Producer {
       load_rows(sm.v(slot.stage), Traits::kBlockN, &p.tma_v, sm.v_full(slot.stage), key0, at.head_kv, at.batch,
                 Traits::kVBlocks);
     }
+    ps.kv += tiles.count();
+    ps.q += 1;
   }
 };
 
@@ -139,6 +152,22 @@ struct Fa3Consumer {
     }
   }
 
+  // Ping-pong turns: warpgroup wg issues its wgmmas between take_turn() and
+  // pass_turn(), then the next warpgroup (round robin) may issue its own. Each
+  // turn barrier joins its owner (bar.sync) and the previous warpgroup
+  // (bar.arrive): 256 threads. The last warpgroup hands the first its first turn.
+  static __device__ __forceinline__ void first_turn(int wg) {  // once per CTA
+    if constexpr (Traits::kPingPong)
+      if (wg == Traits::kConsumers - 1) named_barrier_arrive(Traits::kTurnBarrier0, 256);
+  }
+  static __device__ __forceinline__ void take_turn(int wg) {
+    if constexpr (Traits::kPingPong) named_barrier_sync(Traits::kTurnBarrier0 + wg, 256);
+  }
+  static __device__ __forceinline__ void pass_turn(int wg) {
+    if constexpr (Traits::kPingPong)
+      named_barrier_arrive(Traits::kTurnBarrier0 + (wg + 1) % Traits::kConsumers, 256);
+  }
+
   // One arrival per warp on a buffer's "empty" barrier, once the whole warp
   // has waited for the wgmmas that read it.
   static __device__ __forceinline__ void release(std::uint32_t bar) {
@@ -158,46 +187,52 @@ struct Fa3Consumer {
     Softmax::step(s, st, capped ? 1.0f : p.scale_log2, alpha);
   }
 
-  // The key loop for one warpgroup. `tiles` is the CTA's range; `wg_tiles`
-  // this warpgroup's rows' (for the interior test).
+  // The key loop of one output tile for one warpgroup. `tiles` is the CTA's
+  // range; `wg_tiles` this warpgroup's rows' (for the interior test).
   static __device__ __forceinline__ void run(const AttnParams& p, const Fa3Smem<Traits>& sm, OFrag& o,
                                              RowState (&st)[1], const KeyTiles& tiles, const KeyTiles& wg_tiles,
-                                             int wg_row0, int strip_row0, const DeviceSpan& span) {
+                                             int wg, int strip_row0, const DeviceSpan& span, PipelineState& ps) {
     const int count = tiles.count();
-    if (count <= 0) return;
+    if (count <= 0) return;  // every consumer warpgroup of the CTA returns here: no turn is taken
+    const int wg_row0 = 64 * wg;
     SFrag s;
     PFrag pf;
     float alpha[1][2];
-    mbar_wait(sm.q_full(), 0);
+    mbar_wait(sm.q_full(), ps.q_parity());
 
     // Tile 0: S, then its softmax; no P V yet.
     {
-      const RingSlot slot = ring_slot<Traits::kStages>(0);
+      const RingSlot slot = ring_slot<Traits::kStages>(ps.kv);
       mbar_wait(sm.k_full(slot.stage), slot.parity);
+      take_turn(wg);
       wgmma_fence();
       issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
       wgmma_commit();
+      pass_turn(wg);
       wgmma_wait<0>();
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
+      if (count == 1) release(sm.q_empty());  // the tile's last Q K^T is done
       softmax(s, st, alpha, p, wg_tiles, tiles.begin, strip_row0, span);
       to_a_fragments(pf, s);  // O is zero: alpha needs no rescale
     }
     for (int it = 1; it < count; ++it) {
-      const RingSlot slot = ring_slot<Traits::kStages>(it), prev = ring_slot<Traits::kStages>(it - 1);
+      const RingSlot slot = ring_slot<Traits::kStages>(ps.kv + it), prev = ring_slot<Traits::kStages>(ps.kv + it - 1);
       mbar_wait(sm.k_full(slot.stage), slot.parity);
+      mbar_wait(sm.v_full(prev.stage), prev.parity);
       fence_registers(pf);
       fence_registers(o[0]);
+      take_turn(wg);
       wgmma_fence();
       issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
       wgmma_commit();
-      mbar_wait(sm.v_full(prev.stage), prev.parity);
-      wgmma_fence();
       issue_pv(o, pf, sm.v(prev.stage));
       wgmma_commit();
+      pass_turn(wg);
       wgmma_wait<1>();  // S(n) done; P V(n-1) may still run
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
+      if (it == count - 1) release(sm.q_empty());
       softmax(s, st, alpha, p, wg_tiles, tiles.begin + it, strip_row0, span);
       wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
       fence_registers(o[0]);
@@ -206,16 +241,20 @@ struct Fa3Consumer {
       to_a_fragments(pf, s);
     }
     // The last tile's P V.
-    const RingSlot last = ring_slot<Traits::kStages>(count - 1);
+    const RingSlot last = ring_slot<Traits::kStages>(ps.kv + count - 1);
     mbar_wait(sm.v_full(last.stage), last.parity);
     fence_registers(pf);
     fence_registers(o[0]);
+    take_turn(wg);
     wgmma_fence();
     issue_pv(o, pf, sm.v(last.stage));
     wgmma_commit();
+    pass_turn(wg);
     wgmma_wait<0>();
     fence_registers(o[0]);
     release(sm.v_empty(last.stage));
+    ps.kv += count;
+    ps.q += 1;
   }
 };
 

@@ -17,7 +17,7 @@
 namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
-          int ConsumerRegs = 240>
+          int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
@@ -26,6 +26,17 @@ struct Fa3Traits {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kConsumerWarps = 4 * kConsumers;
   static constexpr int kProducerRegs = ProducerRegs, kConsumerRegs = ConsumerRegs;
+  // Ping-pong (FlashAttention-3's warpgroup scheduling): the consumer
+  // warpgroups take turns issuing their wgmmas (named barriers), so one's
+  // softmax runs while the next one's GEMMs hold the tensor cores.
+  static constexpr bool kPingPong = PingPong && kConsumers >= 2;
+  // Persistent: one CTA per SM walks the tiles (common/tile_scheduler.hpp),
+  // the producer loading tile t+1's Q and first K/V while the consumers finish
+  // tile t; otherwise one CTA per tile.
+  static constexpr bool kPersistent = Persistent;
+  // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
+  // epilogue's and its scheduling turn's.
+  static constexpr int kTurnBarrier0 = 1;
 
   static constexpr Swizzle kSwizzle = (HeadDimQK % 64 == 0 && HeadDimV % 64 == 0) ? Swizzle::b128 : Swizzle::b64;
   static constexpr int kSwizzleBytes = swizzle_bytes(kSwizzle);
@@ -40,9 +51,9 @@ struct Fa3Traits {
   static constexpr std::size_t kQBytes = std::size_t(kQkBlocks) * kBlockM * kSwizzleBytes;
   static constexpr std::size_t kKBytes = std::size_t(kQkBlocks) * kBlockN * kSwizzleBytes;
   static constexpr std::size_t kVBytes = std::size_t(kVBlocks) * kBlockN * kSwizzleBytes;
-  // Q | K[kStages] | V[kStages] | barriers: q_full, k_full, k_empty, v_full, v_empty.
+  // Q | K[kStages] | V[kStages] | barriers: q_full, q_empty, k_full, k_empty, v_full, v_empty.
   static constexpr std::size_t kBarrierOffset = kQBytes + kStages * (kKBytes + kVBytes);
-  static constexpr std::size_t kBarrierBytes = 8 * (1 + 4 * kStages);
+  static constexpr std::size_t kBarrierBytes = 8 * (2 + 4 * kStages);
   static constexpr std::size_t kAlign = 1024;  // swizzle atoms sit on 1024-byte boundaries
   static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarrierBytes + kAlign;  // + the base's alignment slack
 
@@ -50,11 +61,11 @@ struct Fa3Traits {
   static_assert(HeadDimQK % kBlockCols == 0 && HeadDimV % kBlockCols == 0, "head dims: whole column blocks");
   static_assert(HeadDimQK % 16 == 0 && HeadDimQK >= 32 && HeadDimQK <= 256, "qk head dim: 16-wide k-steps, 32..256");
   static_assert(HeadDimV % 16 == 0 && HeadDimV >= 32 && HeadDimV <= 256, "v head dim: wgmma N, 32..256");
-  static_assert(HeadDimV <= HeadDimQK, "O is staged in Q's shared memory for the epilogue");
-  static_assert(BlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64-row consumer warpgroups, 1..3");
+    static_assert(BlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64-row consumer warpgroups, 1..3");
   static_assert(BlockN % 16 == 0 && BlockN >= 16 && BlockN <= 256, "kBlockN: wgmma N (16..256) and 16-key P V steps");
   static_assert(BlockN % 8 == 0 && BlockM % 8 == 0, "whole 8-row swizzle atoms");
   static_assert(Stages >= 1 && Stages <= 4, "1..4 K/V buffers");
+  static_assert(kTurnBarrier0 + kConsumers <= 16, "16 named barriers per CTA");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
                 "setmaxnreg takes multiples of 8 in 24..256");
