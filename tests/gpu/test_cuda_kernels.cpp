@@ -72,6 +72,26 @@ std::vector<ParityCase> gpu_cases() {
     add("s640_d96_causal_bf16", x);
   }
   {
+    // More tiles than a persistent fa3 grid has CTAs (132 on an H200): each
+    // CTA walks several, across the Q / K / V barrier phases.
+    Problem p = make(1024, 1024, 16, 4, 64, DType::bf16);
+    p.batch = 2;
+    add("persistent_192_tiles_d64_bf16", p);
+    Problem q = make(900, 1100, 20, 5, 128, DType::f16);
+    q.batch = 2;
+    q.return_lse = true;
+    add("persistent_320_tiles_d128_f16", q);
+    Problem r = make(300, 300, 8, 2, 128, DType::bf16);
+    r.layout = Layout::thd;
+    r.batch = 40;
+    ProblemDataOptions o;
+    for (int b = 0; b < 40; ++b) {
+      o.q_lens.push_back(b % 7 == 3 ? 0 : 17 + (b * 37) % 284);
+      o.k_lens.push_back(b % 11 == 5 ? 0 : 5 + (b * 53) % 296);
+    }
+    add("persistent_varlen_40_sequences_bf16", r, o);
+  }
+  {
     Problem p = make(777, 900, 4, 2, 128, DType::bf16, MaskKind::causal);
     p.layout = Layout::thd;
     p.batch = 4;

@@ -63,6 +63,35 @@ struct TileSoftmax {
         st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
       }
   }
+
+  // The same update with a lazily moving max (FlashAttention-4's trick, fa2's
+  // Fa2Traits RescaleThreshold): m moves only when a tile's max exceeds it by
+  // more than kThreshold (log2 units), so P = 2^(x - m) <= 2^kThreshold and O
+  // needs rescaling only when some row of the warp moved (returned; alpha = 1
+  // for rows that did not). O / l and LSE = ln2 m + ln l stay exact for any m.
+  template <int kThreshold>
+  static __device__ __forceinline__ bool step_lazy(Frag& s, RowState (&st)[kM], float c, float (&alpha)[kM][2]) {
+    bool moved = false;
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float tile_max = row_max(s, m, r, c);
+        // m = -inf (no visible key yet): any finite tile max moves it, and 2^(-inf) = 0 clears O and l.
+        const bool move = tile_max > st[m].m[r] + static_cast<float>(kThreshold);
+        alpha[m][r] = move ? fast_exp2(st[m].m[r] - tile_max) : 1.0f;
+        if (move) st[m].m[r] = tile_max;
+        moved |= move;
+      }
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_sub = st[m].m[r] == -INFINITY ? 0.0f : st[m].m[r];
+        st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
+      }
+    return __any_sync(0xffffffffu, moved);
+  }
 };
 
 // O *= alpha, row by row.

@@ -175,8 +175,9 @@ struct Fa3Consumer {
     if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
   }
 
-  // Scores of tile n -> P(n) and alpha(n): softcap, mask unless interior, online softmax.
-  static __device__ __forceinline__ void softmax(SFrag& s, RowState (&st)[1], float (&alpha)[1][2],
+  // Scores of tile n -> P(n) and alpha(n): softcap, mask unless interior,
+  // online softmax. Returns whether O needs rescaling by alpha.
+  static __device__ __forceinline__ bool softmax(SFrag& s, RowState (&st)[1], float (&alpha)[1][2],
                                                  const AttnParams& p, const KeyTiles& tiles, int n, int strip_row0,
                                                  const DeviceSpan& span) {
     const bool capped = p.softcap_log2 > 0.0f;
@@ -184,7 +185,13 @@ struct Fa3Consumer {
     const int key0 = n * Traits::kBlockN;
     if (!tiles.interior(key0, Traits::kBlockN))
       apply_mask(s, key0, strip_row0, span.q_len, span.k_len, p.window_left, p.window_right);
-    Softmax::step(s, st, capped ? 1.0f : p.scale_log2, alpha);
+    const float c = capped ? 1.0f : p.scale_log2;
+    if constexpr (Traits::kRescaleThreshold > 0) {
+      return Softmax::template step_lazy<Traits::kRescaleThreshold>(s, st, c, alpha);
+    } else {
+      Softmax::step(s, st, c, alpha);
+      return true;
+    }
   }
 
   // The key loop of one output tile for one warpgroup. `tiles` is the CTA's
@@ -233,11 +240,11 @@ struct Fa3Consumer {
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
       if (it == count - 1) release(sm.q_empty());
-      softmax(s, st, alpha, p, wg_tiles, tiles.begin + it, strip_row0, span);
+      const bool rescale = softmax(s, st, alpha, p, wg_tiles, tiles.begin + it, strip_row0, span);
       wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
       fence_registers(o[0]);
       release(sm.v_empty(prev.stage));
-      rescale_rows(o, alpha);
+      if (rescale) rescale_rows(o, alpha);
       to_a_fragments(pf, s);
     }
     // The last tile's P V.

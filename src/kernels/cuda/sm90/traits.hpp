@@ -17,7 +17,7 @@
 namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
-          int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true>
+          int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
@@ -34,6 +34,10 @@ struct Fa3Traits {
   // the producer loading tile t+1's Q and first K/V while the consumers finish
   // tile t; otherwise one CTA per tile.
   static constexpr bool kPersistent = Persistent;
+  // Lazy rescaling (common/online_softmax.hpp, TileSoftmax::step_lazy): the
+  // running max moves only past this many log2 units, and O is rescaled only
+  // on the tiles where some row of a warp moved. 0: exact max every tile.
+  static constexpr int kRescaleThreshold = RescaleThreshold;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // epilogue's and its scheduling turn's.
   static constexpr int kTurnBarrier0 = 1;
@@ -65,6 +69,8 @@ struct Fa3Traits {
   static_assert(BlockN % 16 == 0 && BlockN >= 16 && BlockN <= 256, "kBlockN: wgmma N (16..256) and 16-key P V steps");
   static_assert(BlockN % 8 == 0 && BlockM % 8 == 0, "whole 8-row swizzle atoms");
   static_assert(Stages >= 1 && Stages <= 4, "1..4 K/V buffers");
+  static_assert(RescaleThreshold >= 0 && RescaleThreshold <= 10,
+                "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
   static_assert(kTurnBarrier0 + kConsumers <= 16, "16 named barriers per CTA");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
@@ -74,8 +80,11 @@ struct Fa3Traits {
                 "O + S + P accumulators must fit the consumers' registers");
 };
 
-// The tile shape per (qk, v) head dims, FlashAttention-3's for the H200 as a
-// start (docs/perf/gpu-fa3.md records what was measured).
+// The tile shape per (qk, v) head dims (docs/perf/gpu-fa3.md records what was
+// measured): d64 three consumer warpgroups of 64 rows (+4-16% over two at
+// s2k-16k non-causal); d128 128 x 128 with ping-pong (+10% at s16k over no
+// ping-pong; 176-key tiles measured equal within noise); d256 128 x 80 without
+// ping-pong (FlashAttention-3's choice; equal or +2%).
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
@@ -88,7 +97,7 @@ struct Fa3Config<T, 128, 128> { using Traits = Fa3Traits<T, 128, 128, 128, 128, 
 template <class T>
 struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
 template <class T>
-struct Fa3Config<T, 256, 256> { using Traits = Fa3Traits<T, 256, 256, 128, 80, 2>; };
+struct Fa3Config<T, 256, 256> { using Traits = Fa3Traits<T, 256, 256, 128, 80, 2, 24, 240, /*PingPong=*/false>; };
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
 
