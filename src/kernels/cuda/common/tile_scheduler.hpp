@@ -31,6 +31,26 @@ struct TileScheduler {
     return {m_blocks - 1 - static_cast<int>(linear % m_blocks), static_cast<int>(slice % p.heads_q),
             static_cast<int>(slice / p.heads_q)};
   }
+  // Tiles of unequal cost (causal, sliding windows) for a persistent grid of
+  // `ctas` CTAs: the walk position is dealt in snake order (round r runs the
+  // CTAs forwards when r is even, backwards when odd), and the slots are the
+  // tiles sorted by cost -- query block descending -- within groups of
+  // `group` (batch, head) slices whose K and V fit in L2 together. Each CTA
+  // then gets a similar total and the concurrent tiles share a few heads.
+  static AK_HOST_DEVICE Tile cost_ordered_tile(long long walk, long long ctas, int group, const AttnParams& p) {
+    const long long tiles = num_tiles(p);
+    const long long round = walk / ctas, pos = walk % ctas;
+    const bool full_round = (round + 1) * ctas <= tiles;  // a partial last round is dealt forwards
+    const long long slot = (round & 1) && full_round ? round * ctas + (ctas - 1 - pos) : walk;
+    const int m_blocks = num_m_blocks(p);
+    const long long slices = static_cast<long long>(p.heads_q) * p.batch;
+    const long long per_group = static_cast<long long>(m_blocks) * group;
+    const long long g = slot / per_group, r = slot % per_group;
+    const long long size = slices - g * group < group ? slices - g * group : group;  // the last group may be short
+    const long long slice = g * group + r % size;
+    return {m_blocks - 1 - static_cast<int>(r / size), static_cast<int>(slice % p.heads_q),
+            static_cast<int>(slice / p.heads_q)};
+  }
 #if defined(__CUDACC__)
   static dim3 grid(const AttnParams& p) {
     return dim3(static_cast<unsigned>(num_m_blocks(p)), static_cast<unsigned>(p.heads_q),

@@ -21,8 +21,11 @@ struct Fa3Tile {
 };
 
 template <class Traits>
-__device__ __forceinline__ bool fa3_tile(const AttnParams& p, long long linear, Fa3Tile& out) {
-  out.tile = TileScheduler<Traits::kBlockM>::tile(linear, p);
+__device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk, Fa3Tile& out) {
+  using Scheduler = TileScheduler<Traits::kBlockM>;
+  const AttnParams& p = params.a;
+  out.tile = params.cost_group > 0 ? Scheduler::cost_ordered_tile(walk, gridDim.x, params.cost_group, p)
+                                   : Scheduler::tile(walk, p);
   out.span = sequence_span(p, out.tile.batch);
   out.m0 = out.tile.m_block * Traits::kBlockM;
   if (out.m0 >= out.span.q_len) return false;  // varlen: this sequence is shorter than the longest
@@ -58,7 +61,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       PipelineState ps;
       Fa3Tile t;
       for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x)
-        if (fa3_tile<Traits>(p, linear, t)) Fa3Producer<Traits>::load_tile(params, sm, t.at, t.m0, t.keys, ps);
+        if (fa3_tile<Traits>(params, linear, t)) Fa3Producer<Traits>::load_tile(params, sm, t.at, t.m0, t.keys, ps);
     }
   } else {
     regs_claim<Traits::kConsumerRegs>();
@@ -70,7 +73,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
     PipelineState ps;
     Fa3Tile t;
     for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x) {
-      if (!fa3_tile<Traits>(p, linear, t)) continue;
+      if (!fa3_tile<Traits>(params, linear, t)) continue;
       const int strip_row0 = t.m0 + wg_row0 + 16 * ((threadIdx.x / 32) & 3);
       const KeyTiles wg_keys = visible_key_tiles(t.m0 + wg_row0, 64, t.span.q_len, t.span.k_len, p.window_left,
                                                  p.window_right, Traits::kBlockN);

@@ -63,16 +63,27 @@ cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// Multiprocessors of the current device (a persistent grid has one CTA each),
-// read once per device.
-inline int multiprocessor_count() {
-  static std::atomic<int> cached[64];
+// Multiprocessors and L2 bytes of the current device (a persistent grid has
+// one CTA per SM; the causal walk groups heads to fit L2), read once per device.
+struct GridLimits {
+  int sms = 0;
+  long long l2_bytes = 0;
+};
+inline GridLimits grid_limits() {
+  static std::atomic<int> sms[64];
+  static std::atomic<long long> l2[64];
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
-  int n = cached[device].load(std::memory_order_relaxed);
-  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess)
-    cached[device].store(n, std::memory_order_relaxed);
-  return n;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return {};
+  int n = sms[device].load(std::memory_order_relaxed);
+  if (n == 0) {
+    int l2_bytes = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
+      return {};
+    l2[device].store(l2_bytes, std::memory_order_relaxed);
+    sms[device].store(n, std::memory_order_relaxed);
+  }
+  return {n, l2[device].load(std::memory_order_relaxed)};
 }
 
 template <class Traits>
@@ -97,14 +108,21 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
   // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a
   // persistent grid is one CTA per SM, otherwise one CTA per tile (as many as
   // a 1-D grid holds; the walk covers the rest). Under a causal or sliding
-  // window mask tiles differ in length, and a static walk left SMs idle
-  // (d128 causal s16k: 449 TFLOP/s persistent, 679 one CTA per tile, which the
-  // hardware hands out longest first as SMs free up).
+  // window mask tiles differ in length: walked in order they left SMs idle
+  // (d128 causal s16k: 449 TFLOP/s, against 679 one CTA per tile), so they
+  // are dealt by cost in groups of heads whose K and V fit in half the L2.
   const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(a);
   if (tiles <= 0) return cudaSuccess;
-  const int sms = multiprocessor_count();
+  const GridLimits limits = grid_limits();
   const bool uniform_tiles = a.window_left < 0 && a.window_right < 0;
-  long long ctas = Traits::kPersistent && uniform_tiles && sms > 0 ? std::min<long long>(tiles, sms) : tiles;
+  long long ctas = Traits::kPersistent && limits.sms > 0 ? std::min<long long>(tiles, limits.sms) : tiles;
+  if (Traits::kPersistent && !uniform_tiles && ctas < tiles) {
+    const long long kv_bytes_per_slice =
+        static_cast<long long>(a.seqlen_k) * (a.head_dim_qk + a.head_dim_v) * sizeof(typename Traits::T);
+    const long long budget = limits.l2_bytes / 2;
+    params.cost_group = static_cast<int>(
+        std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
+  }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
   fa3_forward_kernel<Traits><<<static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();

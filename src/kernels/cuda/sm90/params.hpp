@@ -11,6 +11,9 @@ namespace attnkit::cuda::sm90 {
 struct Fa3Params {
   AttnParams a;
   CUtensorMap tma_q, tma_k, tma_v;  // 4-D: (head dim, rows, heads, batch)
+  // The tile walk (common/tile_scheduler.hpp): 0 = in order; > 0 = cost
+  // ordered in groups of this many (batch, head) slices, dealt in snake order.
+  int cost_group = 0;
 };
 
 }  // namespace attnkit::cuda::sm90
