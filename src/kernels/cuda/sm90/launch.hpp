@@ -107,19 +107,24 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
     return err;
   // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a
   // persistent grid is one CTA per SM, otherwise one CTA per tile (as many as
-  // a 1-D grid holds; the walk covers the rest). Under a causal or sliding
-  // window mask tiles differ in length: walked in order they left SMs idle
-  // (d128 causal s16k: 449 TFLOP/s, against 679 one CTA per tile), so they
-  // are dealt by cost in groups of heads whose K and V fit in half the L2.
+  // a 1-D grid holds; the walk covers the rest). Uniform tiles (no causal or
+  // window mask) walk in order on the persistent grid. Tiles of unequal length
+  // take one CTA each, which the hardware hands out as SMs free up: a static
+  // walk left SMs idle (d128 causal s16k 449 TFLOP/s in order, 599 dealt by
+  // cost, 680 one CTA per tile; d256 495 / 798), except for short
+  // sequences at head dims up to 128, where the cost-ordered walk won
+  // (d128 causal s1k 376 vs 351, d64 253 vs 232; docs/perf/gpu-fa3.md).
   const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(a);
   if (tiles <= 0) return cudaSuccess;
   const GridLimits limits = grid_limits();
   const bool uniform_tiles = a.window_left < 0 && a.window_right < 0;
-  long long ctas = Traits::kPersistent && limits.sms > 0 ? std::min<long long>(tiles, limits.sms) : tiles;
-  if (Traits::kPersistent && !uniform_tiles && ctas < tiles) {
+  const bool short_unequal = TileScheduler<Traits::kBlockM>::num_m_blocks(a) <= 8 && Traits::kHeadDimQK <= 128;
+  const bool persistent = Traits::kPersistent && limits.sms > 0 && (uniform_tiles || short_unequal);
+  long long ctas = persistent ? std::min<long long>(tiles, limits.sms) : tiles;
+  if (persistent && !uniform_tiles && ctas < tiles) {
     const long long kv_bytes_per_slice =
         static_cast<long long>(a.seqlen_k) * (a.head_dim_qk + a.head_dim_v) * sizeof(typename Traits::T);
-    const long long budget = limits.l2_bytes / 2;
+    const long long budget = limits.l2_bytes / 2;  // heads whose K and V fit half the L2 share a group
     params.cost_group = static_cast<int>(
         std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
   }
