@@ -19,6 +19,7 @@
 #                                                  # (GPU_CHECK_AB_ROUNDS=2, GPU_CHECK_AB_DIMS=64,128,256, seqlens from
 #                                                  # GPU_CHECK_SEQLENS or 512,2048,16384)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
+#     (GPU_CHECK_PROFILE_BACKEND=fa3: fa3 against FlashAttention-3's kernel instead)
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096; GPU_CHECK_PROFILE_VARIANT=<name>:
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
 #
@@ -177,17 +178,27 @@ if ! skip run; then
 fi
 
 if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
-  pd="${GPU_CHECK_PROFILE_DIM:-128}" ps="${GPU_CHECK_PROFILE_SEQLEN:-4096}"
-  step "ncu: fa2 vs PyTorch FLASH, bf16 d$pd s$ps non-causal (reports in logs.tgz)"
-  # GPU_CHECK_PROFILE_VARIANT=<name in fa2_variants.def>: profile that variant instead of the shipped kernel.
+  pd="${GPU_CHECK_PROFILE_DIM:-128}" ps="${GPU_CHECK_PROFILE_SEQLEN:-4096}" pb="${GPU_CHECK_PROFILE_BACKEND:-fa2}"
+  # fa2 is profiled against PyTorch's FLASH, fa3 against FlashAttention-3's hopper kernel (the fa3-fwd wheel).
+  if [[ "$pb" == fa3 ]]; then
+    peer=fa3_fwd peer_kernel='regex:FlashAttn|flash_fwd|device_kernel' peer_flags=(--fa3 --backends "")
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \
+      > "$LOGS/peers_install.log" 2>&1
+  else
+    peer=flash peer_kernel=regex:flash_fwd peer_flags=(--backends flash)
+  fi
+  step "ncu: $pb vs $peer, bf16 d$pd s$ps non-causal (reports in logs.tgz)"
+  # GPU_CHECK_PROFILE_VARIANT=<name in fa2_variants.def / fa3_variants.def>: that variant instead of the shipped kernel.
   pv="${GPU_CHECK_PROFILE_VARIANT:-}"
-  if [[ -n "$pv" ]]; then fa2_kernel="regex:[0-9]${pv}_traits" fa2_args=(--variants); else fa2_kernel=regex:fa2_forward fa2_args=(--dims "$pd"); fi
-  ncu --set full --import-source yes --kernel-name-base mangled -k "$fa2_kernel" --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_fa2" \
-    "$BUILD/bench/gpu/bench_fa2" "${fa2_args[@]}" --seqlens "$ps" --iters 1 --warmup 2 > "$LOGS/ncu_fa2.log" 2>&1
-  ncu --set full -k regex:flash_fwd --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_flash" \
-    python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" --backends flash --dims "$pd" --seqlens "$ps" --iters 1 --warmup 2 \
-    --json /dev/null > "$LOGS/ncu_flash.log" 2>&1
-  for r in fa2 flash; do
+  if [[ -n "$pv" ]]; then ak_kernel="regex:[0-9]${pv}_traits" ak_args=(--variants --only "$pv");
+  else ak_kernel="regex:${pb}_forward" ak_args=(--backend "$pb" --dims "$pd"); fi
+  ncu --set full --import-source yes --kernel-name-base mangled -k "$ak_kernel" --launch-skip 2 --launch-count 1 -f \
+    -o "$LOGS/ncu_$pb" "$BUILD/bench/gpu/bench_fa2" "${ak_args[@]}" --seqlens "$ps" --iters 1 --warmup 2 \
+    > "$LOGS/ncu_$pb.log" 2>&1
+  PYTHONPATH=/tmp/akpeers ncu --set full -k "$peer_kernel" --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_$peer" \
+    python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" "${peer_flags[@]}" --dims "$pd" --seqlens "$ps" --iters 1 --warmup 2 \
+    --json /dev/null > "$LOGS/ncu_$peer.log" 2>&1
+  for r in "$pb" "$peer"; do
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page details > "$LOGS/ncu_${r}_details.txt" 2>&1
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page source --print-source sass --csv > "$LOGS/ncu_${r}_sass.csv" 2>&1
     grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Local Memory" \
