@@ -16,6 +16,7 @@
 #include "attnkit/select/selector.hpp"
 #include "cli_support.hpp"
 #include "commands.hpp"
+#include "run_parallel.hpp"
 
 namespace attnkit::cli {
 namespace {
@@ -32,6 +33,8 @@ struct RunOptions {
   int repeat = 5;
   int check_heads = 4;
   std::string format = "text";
+  select::DeploymentFlags parallel;  // --ring-degree, --ulysses-degree, --sp-degree (run_parallel.cpp)
+  int replicated_tokens = 0;
 };
 
 struct RunReport {
@@ -155,6 +158,8 @@ int execute(const RunOptions& o) {
   data_options.seed = o.seed;
   auto problem = build_problem(o, data_options);
   if (!problem) return print_diagnostics(problem.diagnostics(), o.format);
+  const ParallelRunOptions parallel{o.parallel, o.replicated_tokens, o.backend, o.repeat, o.check_heads, o.format};
+  if (wants_parallel_run(parallel)) return run_parallel(*problem, data_options, parallel);
   auto choice = select::select_for_call(*problem, detect_local_platforms(), o.backend);
   if (!choice) return print_diagnostics(choice.diagnostics(), o.format);
   auto plan = choice->backend->plan(*problem, choice->platform);
@@ -231,7 +236,13 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--repeat", opts->repeat, "timed repetitions (median reported)")->capture_default_str();
   cmd->add_option("--check-heads", opts->check_heads, "(batch, head) pairs compared with the reference")->capture_default_str();
   cmd->add_option("--format", opts->format, "text | json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
-  cmd->callback([opts, &exit_code] { exit_code = execute(*opts); });
+  select::add_parallel_flags(*cmd, opts->parallel);
+  cmd->add_option("--replicated-tokens", opts->replicated_tokens,
+                  "joint attention: leading text tokens of every sequence kept whole on every rank");
+  cmd->callback([opts, cmd, &exit_code] {
+    select::finish_deployment_flags(*cmd, opts->parallel);
+    exit_code = execute(*opts);
+  });
 }
 
 }  // namespace attnkit::cli

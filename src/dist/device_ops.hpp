@@ -42,6 +42,9 @@ class DeviceOps {
   // Any direction (host <-> device); ordered on `stream`.
   virtual Diagnostics copy_bytes(void* dst, const void* src, std::size_t bytes, StreamHandle stream) const = 0;
   virtual Diagnostics synchronize(StreamHandle stream) const = 0;
+  // Buffers outside a plan's workspace (the CLI's device copies of a shard).
+  virtual Result<void*> allocate(std::size_t bytes) const = 0;
+  virtual void release(void* p) const = 0;
 };
 
 const DeviceOps& host_ops();

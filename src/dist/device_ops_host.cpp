@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "dist/device_ops.hpp"
 
@@ -57,6 +58,10 @@ class HostOps final : public DeviceOps {
     return {};
   }
   Diagnostics synchronize(StreamHandle) const override { return {}; }
+  Result<void*> allocate(std::size_t bytes) const override {
+    return ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t{256});
+  }
+  void release(void* p) const override { ::operator delete(p, std::align_val_t{256}); }
 };
 
 }  // namespace

@@ -1,0 +1,247 @@
+#include "run_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "attnkit/backends/reference.hpp"
+#include "attnkit/core/error_stats.hpp"
+#include "attnkit/dist/sequence_parallel.hpp"
+#include "attnkit/select/selector.hpp"
+#include "cli_support.hpp"
+#include "dist/device_ops.hpp"
+
+namespace attnkit::cli {
+namespace {
+
+// MPI when mpirun started this process, else a group of one (so that degrees
+// above 1 meet AK5007 with its "launch with mpirun -np N").
+Result<std::shared_ptr<dist::Communicator>> host_world() {
+  if (dist::launched_by_mpirun()) return dist::mpi_world();
+  return dist::make_in_process_group(1)[0];
+}
+
+// This rank's index among the ranks of its node: its GPU.
+int local_rank(int world_rank) {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return world_rank;
+}
+
+// The shard's tensors on the plan's device (host: the shard itself).
+class ShardBuffers {
+ public:
+  ShardBuffers(const dist::DeviceOps& ops, DeviceKind kind, int device) : ops_(ops), device_{kind, device} {}
+  ~ShardBuffers() {
+    for (void* p : owned_) ops_.release(p);
+  }
+  ShardBuffers(const ShardBuffers&) = delete;
+  ShardBuffers& operator=(const ShardBuffers&) = delete;
+
+  // A device copy of `host` (same shape and strides), or `host` on the CPU.
+  Result<TensorView> place(const TensorView& host) {
+    if (device_.kind != DeviceKind::cuda || host.data == nullptr) return host;
+    auto p = ops_.allocate(static_cast<std::size_t>(host.span_bytes()));
+    if (!p) return p.diagnostics();
+    owned_.push_back(*p);
+    if (Diagnostics why = ops_.copy_bytes(*p, host.data, host.span_bytes(), nullptr); !why.ok()) return why;
+    TensorView v = host;
+    v.data = *p;
+    v.device = device_;
+    return v;
+  }
+  Diagnostics fetch(const TensorView& device, const TensorView& host) const {
+    if (device.data == host.data || host.data == nullptr) return {};
+    Diagnostics why = ops_.copy_bytes(host.data, device.data, host.span_bytes(), nullptr);
+    return why.ok() ? ops_.synchronize(nullptr) : why;
+  }
+  Result<void*> scratch(std::size_t bytes) {
+    auto p = ops_.allocate(bytes);
+    if (p) owned_.push_back(*p);
+    return p;
+  }
+
+ private:
+  const dist::DeviceOps& ops_;
+  Device device_;
+  std::vector<void*> owned_;
+};
+
+// The sampled (batch, head) pairs, spread over the problem.
+std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads) {
+  std::vector<std::pair<int, int>> heads;
+  const int total = p.batch * p.heads_q, n = std::min(total, std::max(1, max_heads));
+  for (int i = 0; i < n; ++i) {
+    const int flat = static_cast<int>(static_cast<long long>(i) * total / n);
+    heads.emplace_back(flat / p.heads_q, flat % p.heads_q);
+  }
+  return heads;
+}
+
+// This rank's rows of the sampled heads against the same rows of the reference.
+ErrorStats check_shard(const HostProblemData& data, const dist::Sharding& s, int rank, const TensorView& got,
+                       const std::vector<std::pair<int, int>>& heads) {
+  const Problem& p = data.problem();
+  Problem exact = p;
+  exact.out_dtype_override = DType::f64;
+  HostTensor ref_out = data.make_output(DType::f64);
+  HostTensor ref_lse = p.return_lse ? data.make_lse() : HostTensor();
+  ReferenceOptions options;
+  options.only_heads = heads;
+  reference_attention(exact, data.tensors_with_outputs(ref_out.view(), ref_lse.view()), options);
+  const HostTensor want = dist::shard_tokens(ref_out.view(), p.layout, s, rank, false);
+  const std::vector<std::int32_t> cu = dist::local_cu_seqlens(s, rank, false);
+  ErrorStats total;
+  for (auto [b, h] : heads) {
+    auto rows_of = [&](const TensorView& t) {
+      const HeadRows r = head_rows(p.layout, t.strides.data(), b, h, cu[b]);
+      TensorView v = t;
+      v.data = t.bytes() + r.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+      v.rank = 2;
+      v.shape = {cu[b + 1] - cu[b], p.head_dim_v};
+      v.strides = {r.row_stride, 1};
+      return v;
+    };
+    total.merge(compare_outputs(rows_of(got), rows_of(want.view())));
+  }
+  return total;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+bool wants_parallel_run(const ParallelRunOptions& o) {
+  const auto& c = o.degrees.config;
+  return c.ring_degree != 1 || c.ulysses_degree != 1 || c.sp_degree.has_value() || o.replicated_tokens != 0 ||
+         dist::launched_by_mpirun();
+}
+
+int run_parallel(const Problem& global, const ProblemDataOptions& data_options, const ParallelRunOptions& o) {
+  const select::DeploymentConfig& cfg = o.degrees.config;
+  const dist::SequenceParallel sp{cfg.ring_degree, cfg.ulysses_degree, o.replicated_tokens};
+  if (Diagnostics why = dist::check_parallel_degrees(sp.ring_degree, sp.ulysses_degree, cfg.sp_degree); !why.ok())
+    return print_diagnostics(why, o.format);
+  auto host = host_world();
+  if (!host) return print_diagnostics(host.diagnostics(), o.format);
+  dist::Communicator& world = **host;
+  const bool root = world.rank() == 0;
+  // Every rank reaches the same verdict; rank 0 prints it.
+  auto refuse = [&](const Diagnostics& d) { return root ? print_diagnostics(d, o.format) : 1; };
+
+  Platform platform = detect_cpu_platform();
+  platform.communicator = *host;
+  if (auto gpu = detect_cuda_platform(); gpu && dist::nccl_compiled()) {
+    platform = *gpu;
+    platform.device_index = local_rank(world.rank());
+    auto nccl = dist::make_nccl_communicator(world, platform.device_index);
+    if (!nccl) return refuse(nccl.diagnostics());
+    platform.communicator = *nccl;
+  }
+  // The inner backend: named, or the platform's first that runs the problem (and returns the LSE under ring).
+  Problem probe = global;
+  probe.return_lse = global.return_lse || sp.ring_degree > 1;
+  auto choice = select::select_for_call(probe, {platform}, o.backend);
+  if (!choice) return refuse(choice.diagnostics());
+  auto data = HostProblemData::create(global, data_options);  // the same seed: the same data on every rank
+  if (!data) return refuse(data.diagnostics());
+  auto plan = dist::plan_sequence_parallel(global, sp, *choice->backend, platform);
+  if (!plan) return refuse(plan.diagnostics());
+
+  const dist::Sharding sharding(global, sp, data->q_lens(), data->k_lens());
+  dist::HostShard shard = dist::make_host_shard(*data, sharding, world.rank());
+  const DeviceKind kind = platform.kind == PlatformKind::cuda ? DeviceKind::cuda : DeviceKind::cpu;
+  auto ops = dist::ops_for(kind);
+  if (!ops) return refuse(ops.diagnostics());
+  ShardBuffers buffers(**ops, kind, platform.device_index);
+  AttentionTensors t = shard.tensors;
+  Diagnostics placed;
+  for (TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks}) {
+    auto d = buffers.place(*v);
+    if (!d) placed.append(d.diagnostics());
+    else *v = *d;
+  }
+  auto ws = buffers.scratch((*plan)->workspace_bytes());
+  if (!ws) placed.append(ws.diagnostics());
+  if (!placed.ok()) return refuse(placed);
+
+  // Each timed run starts together (a barrier), and lasts until the slowest rank ends.
+  std::vector<double> times;
+  Diagnostics ran;
+  for (int i = 0; i <= std::max(1, o.repeat) && ran.ok(); ++i) {
+    const char token = 0;
+    std::vector<char> tokens(world.size());
+    world.all_gather_host(&token, 1, tokens.data());
+    const auto t0 = std::chrono::steady_clock::now();
+    ran = (*plan)->run(t, {static_cast<std::byte*>(*ws), (*plan)->workspace_bytes()}, nullptr);
+    if (ran.ok()) ran = (*ops)->synchronize(nullptr);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<double> all(world.size());
+    world.all_gather_host(&ms, sizeof ms, all.data());
+    if (i > 0) times.push_back(*std::max_element(all.begin(), all.end()));  // run 0 warms up
+  }
+  if (!ran.ok()) return refuse(ran);
+  if (Diagnostics why = buffers.fetch(t.out, shard.out.view()); !why.ok()) return refuse(why);
+
+  const auto heads = sampled_heads(global, o.check_heads);
+  const ErrorStats mine = check_shard(*data, sharding, world.rank(), shard.out.view(), heads);
+  std::vector<ErrorStats> every(world.size());
+  world.all_gather_host(&mine, sizeof mine, every.data());
+  ErrorStats error;
+  for (const ErrorStats& e : every) error.merge(e);
+  const double bound = rel_l2_bound(global.out_dtype());
+  const bool passed = error.clean() && error.rel_l2 <= bound;
+  const double time_ms = median(times);
+  const double tflops = time_ms > 0 ? global.flops() / (time_ms * 1e-3) / 1e12 : 0.0;
+  const dist::SequenceParallelStats stats = (*plan)->last_run_stats();
+  if (!root) return passed ? 0 : 1;
+
+  const std::string backend(choice->backend->name());
+  const std::string where = platform.label() + " (" + platform.device_name + ")";
+  if (o.format == "json") {
+    const nlohmann::json j = {{"backend", backend},
+                              {"time_ms", time_ms},
+                              {"tflops", tflops},
+                              {"rel_l2_err", error.rel_l2},
+                              {"max_abs_err", error.max_abs},
+                              {"passed", passed},
+                              {"platform", where},
+                              {"problem", global.summary()},
+                              {"error_bound", bound},
+                              {"heads_checked", heads.size()},
+                              {"unwritten_or_nonfinite", error.not_finite},
+                              {"parallel",
+                               {{"ranks", world.size()},
+                                {"ring_degree", sp.ring_degree},
+                                {"ulysses_degree", sp.ulysses_degree},
+                                {"replicated_tokens", sp.replicated_tokens},
+                                {"communicator", std::string(platform.communicator->kind())},
+                                {"hops", stats.hops},
+                                {"calls", stats.calls},
+                                {"skipped_calls", stats.skipped_calls}}}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("problem   {}\n", global.summary());
+    std::cout << fmt::format("parallel  {} ranks ({}): ring {} x ulysses {}{}; rank 0: {} hops, {} calls, {} skipped\n",
+                             world.size(), platform.communicator->kind(), sp.ring_degree, sp.ulysses_degree,
+                             sp.replicated_tokens ? fmt::format(", {} replicated tokens", sp.replicated_tokens) : "",
+                             stats.hops, stats.calls, stats.skipped_calls);
+    std::cout << fmt::format("platform  {}\n", where);
+    std::cout << fmt::format("backend   {} (inner)\n", backend);
+    std::cout << fmt::format("time      {:.3f} ms (median of {}, slowest rank)   {:.4g} TFLOP/s\n", time_ms, times.size(), tflops);
+    std::cout << fmt::format("error     rel_l2 {:.3e}  max_abs {:.3e}  vs reference on {} head(s), all ranks  bound {:.0e}\n",
+                             error.rel_l2, error.max_abs, heads.size(), bound);
+    if (!error.clean()) std::cout << fmt::format("          {} non-finite or unwritten outputs\n", error.not_finite);
+    std::cout << (passed ? "PASSED\n" : "FAILED\n");
+  }
+  return passed ? 0 : 1;
+}
+
+}  // namespace attnkit::cli
