@@ -32,45 +32,6 @@ int local_rank(int world_rank) {
   return world_rank;
 }
 
-// The shard's tensors on the plan's device (host: the shard itself).
-class ShardBuffers {
- public:
-  ShardBuffers(const dist::DeviceOps& ops, DeviceKind kind, int device) : ops_(ops), device_{kind, device} {}
-  ~ShardBuffers() {
-    for (void* p : owned_) ops_.release(p);
-  }
-  ShardBuffers(const ShardBuffers&) = delete;
-  ShardBuffers& operator=(const ShardBuffers&) = delete;
-
-  // A device copy of `host` (same shape and strides), or `host` on the CPU.
-  Result<TensorView> place(const TensorView& host) {
-    if (device_.kind != DeviceKind::cuda || host.data == nullptr) return host;
-    auto p = ops_.allocate(static_cast<std::size_t>(host.span_bytes()));
-    if (!p) return p.diagnostics();
-    owned_.push_back(*p);
-    if (Diagnostics why = ops_.copy_bytes(*p, host.data, host.span_bytes(), nullptr); !why.ok()) return why;
-    TensorView v = host;
-    v.data = *p;
-    v.device = device_;
-    return v;
-  }
-  Diagnostics fetch(const TensorView& device, const TensorView& host) const {
-    if (device.data == host.data || host.data == nullptr) return {};
-    Diagnostics why = ops_.copy_bytes(host.data, device.data, host.span_bytes(), nullptr);
-    return why.ok() ? ops_.synchronize(nullptr) : why;
-  }
-  Result<void*> scratch(std::size_t bytes) {
-    auto p = ops_.allocate(bytes);
-    if (p) owned_.push_back(*p);
-    return p;
-  }
-
- private:
-  const dist::DeviceOps& ops_;
-  Device device_;
-  std::vector<void*> owned_;
-};
-
 // The sampled (batch, head) pairs, spread over the problem.
 std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads) {
   std::vector<std::pair<int, int>> heads;
@@ -160,14 +121,9 @@ int run_parallel(const Problem& global, const ProblemDataOptions& data_options, 
   const DeviceKind kind = platform.kind == PlatformKind::cuda ? DeviceKind::cuda : DeviceKind::cpu;
   auto ops = dist::ops_for(kind);
   if (!ops) return refuse(ops.diagnostics());
-  ShardBuffers buffers(**ops, kind, platform.device_index);
+  dist::DeviceCopies buffers(**ops, {kind, platform.device_index});
   AttentionTensors t = shard.tensors;
-  Diagnostics placed;
-  for (TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks}) {
-    auto d = buffers.place(*v);
-    if (!d) placed.append(d.diagnostics());
-    else *v = *d;
-  }
+  Diagnostics placed = buffers.place_all(t);
   auto ws = buffers.scratch((*plan)->workspace_bytes());
   if (!ws) placed.append(ws.diagnostics());
   if (!placed.ok()) return refuse(placed);
@@ -225,14 +181,16 @@ int run_parallel(const Problem& global, const ProblemDataOptions& data_options, 
                                 {"communicator", std::string(platform.communicator->kind())},
                                 {"hops", stats.hops},
                                 {"calls", stats.calls},
-                                {"skipped_calls", stats.skipped_calls}}}};
+                                {"skipped_calls", stats.skipped_calls},
+                                {"rank0_blocked_ms", stats.blocked_ms}}}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("problem   {}\n", global.summary());
-    std::cout << fmt::format("parallel  {} ranks ({}): ring {} x ulysses {}{}; rank 0: {} hops, {} calls, {} skipped\n",
-                             world.size(), platform.communicator->kind(), sp.ring_degree, sp.ulysses_degree,
-                             sp.replicated_tokens ? fmt::format(", {} replicated tokens", sp.replicated_tokens) : "",
-                             stats.hops, stats.calls, stats.skipped_calls);
+    std::cout << fmt::format(
+        "parallel  {} ranks ({}): ring {} x ulysses {}{}; rank 0: {} hops, {} calls, {} skipped, {:.3f} ms blocked in transfers\n",
+        world.size(), platform.communicator->kind(), sp.ring_degree, sp.ulysses_degree,
+        sp.replicated_tokens ? fmt::format(", {} replicated tokens", sp.replicated_tokens) : "", stats.hops, stats.calls,
+        stats.skipped_calls, stats.blocked_ms);
     std::cout << fmt::format("platform  {}\n", where);
     std::cout << fmt::format("backend   {} (inner)\n", backend);
     std::cout << fmt::format("time      {:.3f} ms (median of {}, slowest rank)   {:.4g} TFLOP/s\n", time_ms, times.size(), tflops);

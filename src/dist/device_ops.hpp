@@ -5,8 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "attnkit/backends/backend.hpp"
+#include "attnkit/core/attention_tensors.hpp"
 #include "attnkit/core/lse_merge.hpp"
 #include "attnkit/core/tensor.hpp"
 
@@ -52,5 +54,29 @@ const DeviceOps& host_ops();
 const DeviceOps* cuda_ops();
 // The ops for buffers in `memory`; AK6002 when CUDA memory is asked of a build without it.
 Result<const DeviceOps*> ops_for(DeviceKind memory);
+
+// Copies of host tensors on a plan's device, freed with the object: how the
+// CLI and the tests hand a host shard to a GPU plan (on the CPU: the host
+// tensors themselves).
+class DeviceCopies {
+ public:
+  DeviceCopies(const DeviceOps& ops, Device device) : ops_(ops), device_(device) {}
+  ~DeviceCopies();
+  DeviceCopies(const DeviceCopies&) = delete;
+  DeviceCopies& operator=(const DeviceCopies&) = delete;
+
+  // Same shape and strides on the device; an undefined view stays undefined.
+  Result<TensorView> place(const TensorView& host);
+  // Every defined tensor of `t` but cu_seqlens (which plans read on the host).
+  Diagnostics place_all(AttentionTensors& t);
+  // Copies `device` back into `host` and waits.
+  Diagnostics fetch(const TensorView& device, const TensorView& host) const;
+  Result<void*> scratch(std::size_t bytes);
+
+ private:
+  const DeviceOps& ops_;
+  Device device_;
+  std::vector<void*> owned_;
+};
 
 }  // namespace attnkit::dist

@@ -71,6 +71,43 @@ const DeviceOps& host_ops() {
   return ops;
 }
 
+DeviceCopies::~DeviceCopies() {
+  for (void* p : owned_) ops_.release(p);
+}
+
+Result<TensorView> DeviceCopies::place(const TensorView& host) {
+  if (device_.kind != DeviceKind::cuda || host.data == nullptr) return host;
+  auto p = scratch(static_cast<std::size_t>(host.span_bytes()));
+  if (!p) return p.diagnostics();
+  if (Diagnostics why = ops_.copy_bytes(*p, host.data, host.span_bytes(), nullptr); !why.ok()) return why;
+  TensorView v = host;
+  v.data = *p;
+  v.device = device_;
+  return v;
+}
+
+Diagnostics DeviceCopies::place_all(AttentionTensors& t) {
+  Diagnostics why;
+  for (TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks}) {
+    auto placed = place(*v);
+    if (!placed) why.append(placed.diagnostics());
+    else *v = *placed;
+  }
+  return why;
+}
+
+Diagnostics DeviceCopies::fetch(const TensorView& device, const TensorView& host) const {
+  if (device.data == host.data || host.data == nullptr) return {};
+  Diagnostics why = ops_.copy_bytes(host.data, device.data, host.span_bytes(), nullptr);
+  return why.ok() ? ops_.synchronize(nullptr) : why;
+}
+
+Result<void*> DeviceCopies::scratch(std::size_t bytes) {
+  auto p = ops_.allocate(bytes);
+  if (p) owned_.push_back(*p);
+  return p;
+}
+
 Result<const DeviceOps*> ops_for(DeviceKind memory) {
   if (memory != DeviceKind::cuda) return &host_ops();
   if (const DeviceOps* ops = cuda_ops()) return ops;

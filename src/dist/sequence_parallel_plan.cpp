@@ -12,6 +12,7 @@
 //   4 gather       the accumulator -> this rank's out/lse rows (Ulysses: the
 //                  inverse all-to-all, and an all-gather of the text rows)
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -27,6 +28,15 @@ namespace {
 constexpr std::size_t kAlign = 256;
 std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Runs a blocking transfer, adding its host time to `ms`.
+template <class F>
+Diagnostics timed(double& ms, F&& transfer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Diagnostics why = transfer();
+  ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return why;
+}
 
 TensorView make_tensor(const void* data, DType dtype, Device device, std::initializer_list<std::int64_t> shape,
                        std::initializer_list<std::int64_t> strides) {
@@ -418,7 +428,7 @@ class UspPlan final : public SequenceParallelPlan {
       send_at += send_bytes[u];
     }
     if (!why.ok()) return why;
-    why = ulysses_->all_to_all(at(ws_.send), send_bytes, at(ws_.recv), recv_bytes, stream);
+    why = timed(stats_.blocked_ms, [&] { return ulysses_->all_to_all(at(ws_.send), send_bytes, at(ws_.recv), recv_bytes, stream); });
     if (!why.ok()) return why;
     // Section u: member u's tokens for my heads -> their rows of my ring chunk.
     std::size_t recv_at = 0;
@@ -566,7 +576,7 @@ class UspPlan final : public SequenceParallelPlan {
         if (!why.ok()) return why;
       }
       if (transfer)
-        if (Diagnostics why = ring_->wait(*transfer, stream); !why.ok()) return why;
+        if (Diagnostics why = timed(stats_.blocked_ms, [&] { return ring_->wait(*transfer, stream); }); !why.ok()) return why;
     }
     return {};
   }
@@ -650,7 +660,7 @@ class UspPlan final : public SequenceParallelPlan {
     }
     why.append(gather_text(L, t, uo, ul, stream));
     if (!why.ok()) return why;
-    why = ulysses_->all_to_all(at(ws_.send), send_bytes, at(ws_.recv), recv_bytes, stream);
+    why = timed(stats_.blocked_ms, [&] { return ulysses_->all_to_all(at(ws_.send), send_bytes, at(ws_.recv), recv_bytes, stream); });
     if (!why.ok()) return why;
     // Section u: my tokens for u's heads -> my out rows, heads of u.
     std::vector<RowRun> out_runs, lse_runs;
@@ -694,7 +704,7 @@ class UspPlan final : public SequenceParallelPlan {
       why.append(copy({at(ws_.result_lse), DType::f32, 1, L.q.rows, send_lse, DType::f32, g_.hq, 1, g_.hq, 1}, lse_runs,
                       stream));
     if (!why.ok()) return why;
-    why = ulysses_->all_gather(send, ws_.text_section, at(ws_.text_recv), stream);
+    why = timed(stats_.blocked_ms, [&] { return ulysses_->all_gather(send, ws_.text_section, at(ws_.text_recv), stream); });
     if (!why.ok()) return why;
     for (int u = 0; u < g_.U; ++u) {
       std::byte* section = at(ws_.text_recv) + u * ws_.text_section;

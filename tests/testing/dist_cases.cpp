@@ -1,6 +1,7 @@
 #include "testing/dist_cases.hpp"
 
 #include "attnkit/backends/reference.hpp"
+#include "dist/device_ops.hpp"
 #include "testing/parity_cases.hpp"
 
 namespace attnkit::testing {
@@ -75,9 +76,22 @@ RankResult run_rank(const DistCase& c, const DistReference& ref, const dist::Seq
     result.diagnostics = plan.diagnostics();
     return result;
   }
-  std::vector<std::byte> ws((*plan)->workspace_bytes());
-  result.diagnostics = (*plan)->run(shard.tensors, ws, nullptr);
+  // On a GPU plan: device copies of the shard, and the outputs fetched back.
+  const Device device{platform.kind == PlatformKind::cuda ? DeviceKind::cuda : DeviceKind::cpu, platform.device_index};
+  auto ops = dist::ops_for(device.kind);
+  if (!ops) return {ops.diagnostics()};
+  dist::DeviceCopies copies(**ops, device);
+  AttentionTensors t = shard.tensors;
+  result.diagnostics = copies.place_all(t);
+  auto ws = copies.scratch((*plan)->workspace_bytes());
+  if (!ws) result.diagnostics.append(ws.diagnostics());
+  if (!result.diagnostics.ok()) return result;
+  result.diagnostics = (*plan)->run(t, {static_cast<std::byte*>(*ws), (*plan)->workspace_bytes()}, nullptr);
+  if (result.diagnostics.ok()) result.diagnostics = (*ops)->synchronize(nullptr);
   result.stats = (*plan)->last_run_stats();
+  if (!result.diagnostics.ok()) return result;
+  result.diagnostics = copies.fetch(t.out, shard.out.view());
+  result.diagnostics.append(copies.fetch(t.lse, shard.lse.view()));
   if (!result.diagnostics.ok()) return result;
   const HostTensor want = dist::shard_tokens(ref.out.view(), p.layout, sharding, rank, false);
   result.out = compare_outputs(shard.out.view(), want.view());

@@ -35,6 +35,9 @@ struct SequenceParallelStats {
   int hops = 0;           // ring hops run (1 without ring)
   int calls = 0;          // inner attention calls made
   int skipped_calls = 0;  // calls skipped: an empty segment (all padding) or no visible key
+  // Host time blocked in transfers: on the CPU the communication the compute
+  // did not hide (ring waits, Ulysses all-to-alls); on GPUs only queueing.
+  double blocked_ms = 0.0;
 };
 
 // run(t): `t` holds this rank's shard, shaped as Sharding::local_problem(rank):
