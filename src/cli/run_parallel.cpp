@@ -182,15 +182,17 @@ int run_parallel(const Problem& global, const ProblemDataOptions& data_options, 
                                 {"hops", stats.hops},
                                 {"calls", stats.calls},
                                 {"skipped_calls", stats.skipped_calls},
-                                {"rank0_blocked_ms", stats.blocked_ms}}}};
+                                {"rank0_blocked_ms", stats.blocked_ms},
+                                {"rank0_inner_ms", stats.inner_ms}}}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("problem   {}\n", global.summary());
     std::cout << fmt::format(
-        "parallel  {} ranks ({}): ring {} x ulysses {}{}; rank 0: {} hops, {} calls, {} skipped, {:.3f} ms blocked in transfers\n",
+        "parallel  {} ranks ({}): ring {} x ulysses {}{}; rank 0: {} hops, {} calls, {} skipped, {:.3f} ms blocked in "
+        "transfers, {:.3f} ms in the inner backend\n",
         world.size(), platform.communicator->kind(), sp.ring_degree, sp.ulysses_degree,
         sp.replicated_tokens ? fmt::format(", {} replicated tokens", sp.replicated_tokens) : "", stats.hops, stats.calls,
-        stats.skipped_calls, stats.blocked_ms);
+        stats.skipped_calls, stats.blocked_ms, stats.inner_ms);
     std::cout << fmt::format("platform  {}\n", where);
     std::cout << fmt::format("backend   {} (inner)\n", backend);
     std::cout << fmt::format("time      {:.3f} ms (median of {}, slowest rank)   {:.4g} TFLOP/s\n", time_ms, times.size(), tflops);

@@ -29,11 +29,11 @@ constexpr std::size_t kAlign = 256;
 std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Runs a blocking transfer, adding its host time to `ms`.
+// Runs `f` (a blocking transfer, an inner run), adding its host time to `ms`.
 template <class F>
-Diagnostics timed(double& ms, F&& transfer) {
+Diagnostics timed(double& ms, F&& f) {
   const auto t0 = std::chrono::steady_clock::now();
-  Diagnostics why = transfer();
+  Diagnostics why = f();
   ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return why;
 }
@@ -527,7 +527,7 @@ class UspPlan final : public SequenceParallelPlan {
     }
     if (shifted) t.diagonal_offsets = make_tensor(diagonals_.data(), DType::i32, {}, {g_.B}, {1});
     const Plan& plan = inner_plan(qs, ks, mask);
-    Diagnostics why = plan.run(t, {at(ws_.inner), plan.workspace_bytes()}, stream);
+    Diagnostics why = timed(stats_.inner_ms, [&] { return plan.run(t, {at(ws_.inner), plan.workspace_bytes()}, stream); });
     if (!why.ok() || !g_.merged) return why;
     MergeRows m;
     m.acc_out = reinterpret_cast<float*>(at(ws_.result)) + qs.first_row * out_row();

@@ -38,6 +38,8 @@ struct SequenceParallelStats {
   // Host time blocked in transfers: on the CPU the communication the compute
   // did not hide (ring waits, Ulysses all-to-alls); on GPUs only queueing.
   double blocked_ms = 0.0;
+  // Host time in the inner backend's runs (CPU: the attention itself; GPUs: launches).
+  double inner_ms = 0.0;
 };
 
 // run(t): `t` holds this rank's shard, shaped as Sharding::local_problem(rank):
