@@ -8,7 +8,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "attnkit/backends/reference.hpp"
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/dist/sequence_parallel.hpp"
 #include "attnkit/select/selector.hpp"
@@ -32,44 +31,18 @@ int local_rank(int world_rank) {
   return world_rank;
 }
 
-// The sampled (batch, head) pairs, spread over the problem.
-std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads) {
-  std::vector<std::pair<int, int>> heads;
-  const int total = p.batch * p.heads_q, n = std::min(total, std::max(1, max_heads));
-  for (int i = 0; i < n; ++i) {
-    const int flat = static_cast<int>(static_cast<long long>(i) * total / n);
-    heads.emplace_back(flat / p.heads_q, flat % p.heads_q);
-  }
-  return heads;
-}
-
 // This rank's rows of the sampled heads against the same rows of the reference.
 ErrorStats check_shard(const HostProblemData& data, const dist::Sharding& s, int rank, const TensorView& got,
                        const std::vector<std::pair<int, int>>& heads) {
   const Problem& p = data.problem();
-  Problem exact = p;
-  exact.out_dtype_override = DType::f64;
-  HostTensor ref_out = data.make_output(DType::f64);
-  HostTensor ref_lse = p.return_lse ? data.make_lse() : HostTensor();
-  ReferenceOptions options;
-  options.only_heads = heads;
-  reference_attention(exact, data.tensors_with_outputs(ref_out.view(), ref_lse.view()), options);
-  const HostTensor want = dist::shard_tokens(ref_out.view(), p.layout, s, rank, false);
+  const HostTensor want = dist::shard_tokens(reference_on_heads(data, heads).view(), p.layout, s, rank, false);
   const std::vector<std::int32_t> cu = dist::local_cu_seqlens(s, rank, false);
-  ErrorStats total;
-  for (auto [b, h] : heads) {
-    auto rows_of = [&](const TensorView& t) {
-      const HeadRows r = head_rows(p.layout, t.strides.data(), b, h, cu[b]);
-      TensorView v = t;
-      v.data = t.bytes() + r.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
-      v.rank = 2;
-      v.shape = {cu[b + 1] - cu[b], p.head_dim_v};
-      v.strides = {r.row_stride, 1};
-      return v;
-    };
-    total.merge(compare_outputs(rows_of(got), rows_of(want.view())));
+  std::vector<std::int64_t> offsets, lens;
+  for (int b = 0; b < s.batch(); ++b) {
+    offsets.push_back(cu[b]);
+    lens.push_back(cu[b + 1] - cu[b]);
   }
-  return total;
+  return compare_heads(p, got, want.view(), heads, offsets, lens);
 }
 
 double median(std::vector<double> v) {
