@@ -48,7 +48,10 @@ struct SequenceParallelStats {
 // every rank) and q/k/v are packed by local_cu_seqlens(). lse and sinks as for
 // any call. Every rank calls run() together; a refusal on one rank is AK5009 on
 // the others, before any data moves. Buffers live in the workspace
-// (workspace_bytes(), on the plan's device); run() queues GPU work on `stream`.
+// (workspace_bytes(), on the plan's device); run() queues GPU work on `stream`
+// and allocates no device memory (the packed layout rebuilds its host-side
+// shard tables, O(batch x ranks), from cu_seqlens on every run). One run at a
+// time per plan.
 class SequenceParallelPlan : public Plan {
  public:
   using Plan::Plan;
