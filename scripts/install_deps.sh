@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 debian_packages=(g++ cmake ninja-build pkg-config git
                  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libfmt-dev libhwy-dev libdlpack-dev
-                 libgtest-dev libbenchmark-dev)
+                 libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

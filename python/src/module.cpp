@@ -6,15 +6,18 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <memory>
 
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/dlpack.hpp"
 #include "attnkit/runtime/deployment.hpp"
+#include "attnkit/dist/sequence_parallel.hpp"
 #include "attnkit/select/selector.hpp"
 #include "select/deployment_flags.hpp"
 
@@ -208,6 +211,31 @@ PyPlan make_plan(const Problem& p, const std::string& backend, const std::string
 
 nb::object from_json(const std::string& text) { return nb::module_::import_("json").attr("loads")(text); }
 
+// A sequence-parallel plan over `comm` (attnkit.dist): collective, every rank
+// calls it with the same problem; the platform follows where the data lives.
+PyPlan make_dist_plan(const Problem& p, int ring, int ulysses, int replicated, const std::string& backend,
+                      const std::string& device, int device_index, std::shared_ptr<dist::Communicator> comm) {
+  std::optional<Platform> platform = device == "cuda" ? detect_cuda_platform() : detect_cpu_platform();
+  if (!platform)
+    raise(diagnose("AK6002", {{"reason", "the arrays are on a CUDA device but no usable GPU or CUDA build was found"}}));
+  platform->device_index = device_index;
+  platform->communicator = std::move(comm);
+  const dist::SequenceParallel sp{ring, ulysses, replicated};
+  Problem probe = p;
+  probe.return_lse = p.return_lse || ring > 1;  // ring hops need the LSE of their inner backend
+  auto decision = select::select_for_call(probe, {*platform}, backend);
+  if (!decision) raise(decision.diagnostics());
+  auto plan = dist::plan_sequence_parallel(p, sp, *decision->backend, *platform);
+  if (!plan) raise(plan.diagnostics());
+  return PyPlan{std::move(*plan), std::string(decision->backend->name()), *platform};
+}
+
+template <class T>
+T value_or_raise(Result<T> r) {
+  if (!r) raise(r.diagnostics());
+  return std::move(*r);
+}
+
 nb::dict check_argv(const std::vector<std::string>& args) {
   auto config = select::parse_deployment_args(args);
   if (!config) raise(config.diagnostics());
@@ -321,6 +349,46 @@ NB_MODULE(_attnkit, m) {
            nb::arg("step"))
       .def("apply", &runtime::Deployment::apply, nb::arg("prepared"))
       .def("active", &runtime::Deployment::active);
+  // ---- attnkit.dist: communicators and sequence-parallel plans
+  nb::class_<dist::Communicator>(m, "Communicator")
+      .def_prop_ro("rank", &dist::Communicator::rank)
+      .def_prop_ro("size", &dist::Communicator::size)
+      .def_prop_ro("kind", [](const dist::Communicator& c) { return std::string(c.kind()); })
+      .def("__repr__", [](const dist::Communicator& c) {
+        return "attnkit.dist.Communicator(" + std::string(c.kind()) + ", rank " + std::to_string(c.rank()) + " of " +
+               std::to_string(c.size()) + ")";
+      });
+  m.def("dist_mpi_world", [] { return value_or_raise(dist::mpi_world()); });
+  m.def("dist_mpi_from_handle", [](std::uintptr_t h) { return value_or_raise(dist::mpi_from_handle(h)); }, nb::arg("handle"));
+  m.def("dist_nccl_unique_id", [] {
+    const dist::NcclUniqueId id = value_or_raise(dist::nccl_unique_id());
+    return nb::bytes(reinterpret_cast<const char*>(id.data()), id.size());
+  });
+  m.def("dist_nccl_communicator", [](nb::bytes id, int rank, int size, int device) {
+    dist::NcclUniqueId uid{};
+    if (id.size() != uid.size()) raise(diagnose("AK5010", {{"kind", "NCCL"}, {"reason", "the unique id must be 128 bytes"}}));
+    std::memcpy(uid.data(), id.c_str(), uid.size());
+    return value_or_raise(dist::make_nccl_communicator(uid, rank, size, device));
+  }, nb::arg("unique_id"), nb::arg("rank"), nb::arg("size"), nb::arg("device"));
+  m.def("dist_mpi_compiled", &dist::mpi_compiled);
+  m.def("dist_nccl_compiled", &dist::nccl_compiled);
+  // The split tokens rank `rank` holds of a sequence of `n` (after any replicated text).
+  m.def("dist_rank_tokens", [](std::int64_t n, int ring, int ulysses, bool causal, int rank) {
+    const dist::SequenceParallel sp{ring, ulysses, 0};
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (const dist::TokenRange& r : dist::rank_tokens(n, sp, rank, causal && ring > 1)) out.emplace_back(r.start, r.length);
+    return out;
+  }, nb::arg("n"), nb::arg("ring"), nb::arg("ulysses"), nb::arg("causal"), nb::arg("rank"));
+  // Every rank's `value` summed (a host all-gather): the global length from local ones.
+  m.def("dist_sum", [](dist::Communicator& c, std::int64_t value) {
+    std::vector<std::int64_t> all(c.size());
+    if (Diagnostics why = c.all_gather_host(&value, sizeof value, all.data()); !why.ok()) raise(why);
+    std::int64_t sum = 0;
+    for (std::int64_t x : all) sum += x;
+    return sum;
+  }, nb::arg("comm"), nb::arg("value"));
+  m.def("dist_plan", &make_dist_plan, nb::arg("problem"), nb::arg("ring"), nb::arg("ulysses"), nb::arg("replicated"),
+        nb::arg("backend"), nb::arg("device"), nb::arg("device_index"), nb::arg("comm"));
   m.def("backends", [] { return default_registry().names(); });
   m.def("check", &check_argv, nb::arg("args"),
         "Runs `attnkit check` on engine flags; returns the design's JSON shape as a dict.");

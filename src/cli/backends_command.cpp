@@ -50,7 +50,7 @@ nlohmann::json describe_backend(const Backend& b) {
       {"sinks", c.sinks},
       {"lse", c.lse},
       {"paged_kv", c.paged_kv},
-      {"ring_capable", c.ring_capable},
+      {"ring_capable", ring_capable(c)},
       {"sparse", c.sparse},
       {"switchable_per_request", c.switchable_per_request},
       {"required_library", c.required_library},

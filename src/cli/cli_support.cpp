@@ -1,5 +1,9 @@
 #include "cli_support.hpp"
 
+#include <algorithm>
+
+#include "attnkit/backends/reference.hpp"
+
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -42,6 +46,47 @@ int print_diagnostics(const Diagnostics& diagnostics, const std::string& format)
     }
   }
   return diagnostics.ok() ? 0 : 1;
+}
+
+std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads) {
+  std::vector<std::pair<int, int>> heads;
+  const int total = p.batch * p.heads_q, n = std::min(total, std::max(1, max_heads));
+  for (int i = 0; i < n; ++i) {
+    const int flat = static_cast<int>(static_cast<long long>(i) * total / n);
+    heads.emplace_back(flat / p.heads_q, flat % p.heads_q);
+  }
+  return heads;
+}
+
+HostTensor reference_on_heads(const HostProblemData& data, const std::vector<std::pair<int, int>>& heads) {
+  const Problem& p = data.problem();
+  Problem exact = p;
+  exact.out_dtype_override = DType::f64;
+  HostTensor out = data.make_output(DType::f64);
+  HostTensor lse = p.return_lse ? data.make_lse() : HostTensor();
+  ReferenceOptions options;
+  options.only_heads = heads;
+  reference_attention(exact, data.tensors_with_outputs(out.view(), lse.view()), options);
+  return out;
+}
+
+ErrorStats compare_heads(const Problem& p, const TensorView& got, const TensorView& want,
+                         const std::vector<std::pair<int, int>>& heads, const std::vector<std::int64_t>& offsets,
+                         const std::vector<std::int64_t>& lens) {
+  ErrorStats total;
+  for (auto [b, h] : heads) {
+    auto rows_of = [&, b = b, h = h](const TensorView& t) {
+      const HeadRows r = head_rows(p.layout, t.strides.data(), b, h, offsets[b]);
+      TensorView v = t;
+      v.data = t.bytes() + r.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+      v.rank = 2;
+      v.shape = {lens[b], p.head_dim_v};
+      v.strides = {r.row_stride, 1};
+      return v;
+    };
+    total.merge(compare_outputs(rows_of(got), rows_of(want)));
+  }
+  return total;
 }
 
 }  // namespace attnkit::cli

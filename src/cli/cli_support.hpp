@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "attnkit/core/diagnostic.hpp"
+#include "attnkit/core/error_stats.hpp"
+#include "attnkit/core/host_tensor.hpp"
 
 namespace attnkit::cli {
 
@@ -15,5 +17,15 @@ std::optional<std::vector<int>> parse_int_list(const std::string& text);
 // diagnostics array under {"ok": false}) to stdout and returns exit code 1
 // when any is an error, 0 otherwise.
 int print_diagnostics(const Diagnostics& diagnostics, const std::string& format);
+
+// `run`'s check: up to `max_heads` (batch, q head) pairs spread over the problem,
+// the exact (fp64) reference of `data` on those heads, and the comparison of
+// their rows: sequence b's rows start at token offset `offsets[b]` and are
+// `lens[b]` long (the whole problem's, or one rank's shard's).
+std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads);
+HostTensor reference_on_heads(const HostProblemData& data, const std::vector<std::pair<int, int>>& heads);
+ErrorStats compare_heads(const Problem& p, const TensorView& got, const TensorView& want,
+                         const std::vector<std::pair<int, int>>& heads, const std::vector<std::int64_t>& offsets,
+                         const std::vector<std::int64_t>& lens);
 
 }  // namespace attnkit::cli

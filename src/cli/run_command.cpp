@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
@@ -16,6 +15,7 @@
 #include "attnkit/select/selector.hpp"
 #include "cli_support.hpp"
 #include "commands.hpp"
+#include "run_parallel.hpp"
 
 namespace attnkit::cli {
 namespace {
@@ -32,6 +32,8 @@ struct RunOptions {
   int repeat = 5;
   int check_heads = 4;
   std::string format = "text";
+  select::DeploymentFlags parallel;  // --ring-degree, --ulysses-degree, --sp-degree (run_parallel.cpp)
+  int replicated_tokens = 0;
 };
 
 struct RunReport {
@@ -117,37 +119,17 @@ Result<double> run_and_time(const Plan& plan, const Platform& platform, HostProb
 // pairs spread over the problem.
 ErrorStats check_against_reference(const HostProblemData& data, int max_heads, int& heads_checked) {
   const Problem& p = data.problem();
-  std::vector<std::pair<int, int>> heads;
-  const int total = p.batch * p.heads_q;
-  const int n = std::min(total, std::max(1, max_heads));
-  for (int i = 0; i < n; ++i) {
-    const int flat = static_cast<int>(static_cast<long long>(i) * total / n);
-    heads.emplace_back(flat / p.heads_q, flat % p.heads_q);
-  }
-  heads_checked = n;
-  Problem ref_problem = p;
-  ref_problem.out_dtype_override = DType::f64;
-  HostTensor ref_out = data.make_output(DType::f64);
-  HostTensor ref_lse = p.return_lse ? data.make_lse() : HostTensor();
-  ReferenceOptions options;
-  options.only_heads = heads;
-  reference_attention(ref_problem, data.tensors_with_outputs(ref_out.view(), ref_lse.view()), options);
+  const auto heads = sampled_heads(p, max_heads);
+  heads_checked = static_cast<int>(heads.size());
+  const HostTensor want = reference_on_heads(data, heads);
   const AttentionTensors got = data.tensors();
-  ErrorStats total_err;
-  for (auto [b, h] : heads) {
+  std::vector<std::int64_t> offsets, lens;
+  for (int b = 0; b < p.batch; ++b) {
     const SequenceSpan span = host_sequence_span(p, got, b);
-    auto rows_of = [&](const TensorView& t) {
-      const HeadRows r = head_rows(p.layout, t.strides.data(), b, h, span.q_offset);
-      TensorView v = t;
-      v.data = t.bytes() + r.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
-      v.rank = 2;
-      v.shape = {span.q_len, p.head_dim_v};
-      v.strides = {r.row_stride, 1};
-      return v;
-    };
-    total_err.merge(compare_outputs(rows_of(got.out), rows_of(ref_out.view())));
+    offsets.push_back(span.q_offset);
+    lens.push_back(span.q_len);
   }
-  return total_err;
+  return compare_heads(p, got.out, want.view(), heads, offsets, lens);
 }
 
 int execute(const RunOptions& o) {
@@ -155,6 +137,8 @@ int execute(const RunOptions& o) {
   data_options.seed = o.seed;
   auto problem = build_problem(o, data_options);
   if (!problem) return print_diagnostics(problem.diagnostics(), o.format);
+  const ParallelRunOptions parallel{o.parallel, o.replicated_tokens, o.backend, o.repeat, o.check_heads, o.format};
+  if (wants_parallel_run(parallel)) return run_parallel(*problem, data_options, parallel);
   auto choice = select::select_for_call(*problem, detect_local_platforms(), o.backend);
   if (!choice) return print_diagnostics(choice.diagnostics(), o.format);
   auto plan = choice->backend->plan(*problem, choice->platform);
@@ -231,7 +215,13 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--repeat", opts->repeat, "timed repetitions (median reported)")->capture_default_str();
   cmd->add_option("--check-heads", opts->check_heads, "(batch, head) pairs compared with the reference")->capture_default_str();
   cmd->add_option("--format", opts->format, "text | json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
-  cmd->callback([opts, &exit_code] { exit_code = execute(*opts); });
+  select::add_parallel_flags(*cmd, opts->parallel);
+  cmd->add_option("--replicated-tokens", opts->replicated_tokens,
+                  "joint attention: leading text tokens of every sequence kept whole on every rank");
+  cmd->callback([opts, cmd, &exit_code] {
+    select::finish_deployment_flags(*cmd, opts->parallel);
+    exit_code = execute(*opts);
+  });
 }
 
 }  // namespace attnkit::cli

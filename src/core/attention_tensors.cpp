@@ -176,6 +176,9 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
     check_tensor(out, t.lse, {"lse", DType::f32, shape}, p, rules, "return_lse is set");
   }
   if (p.has_sinks) check_tensor(out, t.sinks, {"sinks", DType::f32, {Hq}}, p, rules, "has_sinks is set");
+  if (p.diagonal_offsets)
+    check_tensor(out, t.diagonal_offsets, {"diagonal_offsets", DType::i32, {B}, false}, p, {DeviceKind::cpu, 0},
+                 "diagonal_offsets is set");
   if (p.mask == MaskKind::block_sparse) {
     const std::int64_t nbq = (Sq + p.block_sparse.block_q - 1) / std::max(1, p.block_sparse.block_q);
     const std::int64_t nbk = (Sk + p.block_sparse.block_k - 1) / std::max(1, p.block_sparse.block_k);
@@ -206,6 +209,8 @@ SequenceSpan host_sequence_span(const Problem& p, const AttentionTensors& t, int
     s.k_len = p.seqlen_k;
   }
   if (p.paged_kv) s.k_len = t.seqlens_k.ptr<const std::int32_t>()[b * t.seqlens_k.strides[0]];
+  s.diagonal = p.diagonal_offsets ? t.diagonal_offsets.ptr<const std::int32_t>()[b * t.diagonal_offsets.strides[0]]
+                                  : s.k_len - s.q_len;
   return s;
 }
 

@@ -65,6 +65,7 @@ std::string Problem::summary() const {
   if (softcap > 0) s += fmt::format(" softcap:{}", softcap);
   if (has_sinks) s += " sinks";
   if (return_lse) s += " lse";
+  if (diagonal_offsets) s += " diagonal-offsets";
   if (paged_kv) s += fmt::format(" paged:{}", paged_kv->page_size);
   return s;
 }

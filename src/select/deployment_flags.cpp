@@ -19,15 +19,20 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   app.add_option("--decode-attention-backend", c.decode_attention_backend, "LLM decode backend");
   app.add_option("--mm-attention-backend", c.mm_attention_backend, "vision tower backend");
   app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "KV cache dtype (auto: the activation dtype)")->capture_default_str();
-  app.add_option("--ring-degree", c.ring_degree, "ring attention degree")->capture_default_str();
-  app.add_option("--ulysses-degree", c.ulysses_degree, "Ulysses degree")->capture_default_str();
-  app.add_option("--sp-degree", flags.sp_degree, "sequence-parallel degree (ring * ulysses)");
+  add_parallel_flags(app, flags);
   app.add_flag("--enable-torch-compile", c.enable_torch_compile, "torch.compile is on");
   app.add_flag("--enable-breakable-cuda-graph", c.enable_breakable_cuda_graph, "breakable CUDA graphs are on");
   app.add_option("--attention-backend-override", c.attention_backend_override,
                  "validate a per-request override: a backend name, or none");
   app.add_option("--skip-softmax-params", c.skip_softmax_params,
                  "request-scoped skip-softmax: threshold_scale_factor, start_step (JSON/YAML file, JSON string or k=v)");
+}
+
+void add_parallel_flags(CLI::App& app, DeploymentFlags& flags) {
+  DeploymentConfig& c = flags.config;
+  app.add_option("--ring-degree", c.ring_degree, "ring attention degree")->capture_default_str();
+  app.add_option("--ulysses-degree", c.ulysses_degree, "Ulysses degree")->capture_default_str();
+  app.add_option("--sp-degree", flags.sp_degree, "sequence-parallel degree (ring * ulysses)");
 }
 
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags) {

@@ -20,6 +20,8 @@ struct DeploymentFlags {
 // degrees, the torch.compile / CUDA-graph switches and the request flags
 // (--attention-backend-override, --skip-softmax-params) on `app`.
 void add_deployment_flags(CLI::App& app, DeploymentFlags& flags);
+// Registers only --ring-degree, --ulysses-degree and --sp-degree (`attnkit run`).
+void add_parallel_flags(CLI::App& app, DeploymentFlags& flags);
 // Copies --sp-degree into the config when it was given on `app`.
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags);
 

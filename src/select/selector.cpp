@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "attnkit/dist/sequence_parallel.hpp"
 #include "select/text_util.hpp"
 
 namespace attnkit::select {
@@ -153,7 +154,7 @@ Diagnostics evaluate(const Context& ctx, const std::string& canonical, std::stri
              !(rules.ring_backend == "fa" ? is_flash_family(canonical) : canonical == rules.ring_backend))
       why.add("AK4001", {{"backend", canonical}, {"layer", layer}, {"model", model}, {"ring", ring},
                          {"needed", rules.ring_backend}});
-    else if (!caps.ring_capable)
+    else if (!ring_capable(caps))
       why.add("AK5003", {{"backend", canonical}, {"layer", layer}, {"ring", ring}});
   }
   if (caps.sparse && cfg.enable_torch_compile && rules.sparse_rejects_torch_compile)
@@ -470,21 +471,12 @@ struct Engine::Impl {
   static void sequence_parallel_rules(const Context& ctx, Diagnostics& diags) {
     const DeploymentConfig& cfg = ctx.config;
     const ProfileRules& rules = ctx.profile.rules;
-    for (const auto& [flag, value] : {std::pair<std::string, int>{"--ring-degree", cfg.ring_degree},
-                                      {"--ulysses-degree", cfg.ulysses_degree},
-                                      {"--sp-degree", cfg.sp_degree.value_or(1)}})
-      if (value < 1) diags.add("AK5005", {{"flag", flag}, {"value", std::to_string(value)}});
-    if (cfg.sp_degree && *cfg.sp_degree >= 1 && cfg.ring_degree >= 1 && cfg.ulysses_degree >= 1 &&
-        *cfg.sp_degree != cfg.ring_degree * cfg.ulysses_degree)
-      diags.add("AK5001", {{"sp", std::to_string(*cfg.sp_degree)}, {"ring", std::to_string(cfg.ring_degree)},
-                           {"ulysses", std::to_string(cfg.ulysses_degree)},
-                           {"product", std::to_string(cfg.ring_degree * cfg.ulysses_degree)}});
+    diags.append(dist::check_parallel_degrees(cfg.ring_degree, cfg.ulysses_degree, cfg.sp_degree));
     if (cfg.ulysses_degree > 1) {
       for (const ComponentSpec& c : ctx.profile.components)
         for (const RoleSpec& r : c.roles)
-          if (r.sequence_parallel && (r.heads % cfg.ulysses_degree != 0 || r.kv_heads % cfg.ulysses_degree != 0))
-            diags.add("AK5002", {{"ulysses", std::to_string(cfg.ulysses_degree)}, {"layer", layer_name(c, r)},
-                                 {"heads", std::to_string(r.heads)}, {"kv_heads", std::to_string(r.kv_heads)}});
+          if (r.sequence_parallel)
+            diags.append(dist::check_ulysses_heads(cfg.ulysses_degree, r.heads, r.kv_heads, layer_name(c, r)));
       if (rules.replicated_text_tokens)
         diags.add("AK5006", {{"model", ctx.profile.name}, {"ulysses", std::to_string(cfg.ulysses_degree)}});
     }
@@ -692,7 +684,7 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
       }
   const Capabilities& caps = registry_->find(canonical)->capabilities();
   if (!caps.switchable_per_request) why.add("AK3010", {{"backend", canonical}});
-  if (config_.ring_degree > 1 && !caps.ring_capable)
+  if (config_.ring_degree > 1 && !ring_capable(caps))
     why.add("AK5004", {{"backend", canonical}, {"ring", std::to_string(config_.ring_degree)}});
   if (request.skip_softmax) why.append(skip_softmax_refusals({canonical}));
   if (!why.ok()) return unique(why);

@@ -3,6 +3,10 @@
 #include <functional>
 #include <regex>
 #include <set>
+#include <thread>
+
+#include "attnkit/backends/registry.hpp"
+#include "attnkit/dist/sequence_parallel.hpp"
 
 #include "attnkit/runtime/deployment.hpp"
 #include "select/deployment_flags.hpp"
@@ -50,6 +54,25 @@ Diagnostics deploy(DeploymentConfig c, runtime::Request req = {}, const Registry
 }
 
 std::string sta_mask_file() { return write_temp("sta_mask.json", "{\"mask\": []}"); }
+
+// Runs fn(rank's communicator) on two in-process ranks and returns rank `which`'s diagnostics.
+Diagnostics on_two_ranks(int which, const std::function<Diagnostics(dist::Communicator&)>& fn) {
+  const auto comms = dist::make_in_process_group(2);
+  Diagnostics got[2];
+  std::thread other([&] { got[1] = fn(*comms[1]); });
+  got[0] = fn(*comms[0]);
+  other.join();
+  return got[which];
+}
+
+Problem small_problem() {
+  Problem p;
+  p.batch = 1;
+  p.seqlen_q = p.seqlen_k = 64;
+  p.heads_q = p.heads_kv = 4;
+  p.head_dim_qk = p.head_dim_v = 32;
+  return p;
+}
 
 const std::vector<CodeCase>& cases() {
   static const std::vector<CodeCase> all = {
@@ -199,14 +222,41 @@ const std::vector<CodeCase>& cases() {
       {"AK5002", "ulysses does not divide 40 heads", [] {
          return of(check({.model = "wan", .platform = "cuda:sm90", .ulysses_degree = 3}));
        }},
-      {"AK5003", "ring with a non-ring backend", [] {
-         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sdpa", .ring_degree = 2}));
+      {"AK5003", "ring with a backend that returns no LSE", [] {
+         return of(check({.model = "wan", .platform = "npu", .attention_backend = "sdpa", .ring_degree = 2}));
        }},
       {"AK5004", "per request to a non-ring backend under ring", [] {
-         return prepare({.model = "wan", .platform = "cuda:sm90", .ring_degree = 2}, {"sdpa", std::nullopt});
+         return prepare({.model = "wan", .platform = "cuda:sm90", .ring_degree = 2}, {"sparge_attn", std::nullopt});
        }},
       {"AK5005", "ring degree 0", [] { return of(check({.model = "wan", .platform = "cuda:sm90", .ring_degree = 0})); }},
       {"AK5006", "flux under Ulysses", [] { return of(check({.model = "flux", .platform = "cuda:sm90", .ulysses_degree = 2})); }},
+      {"AK5007", "4 ranks for ring 2 x ulysses 1", [] { return dist::check_world_size({2, 1, 0}, 4); }},
+      {"AK5008", "a paged KV cache under ring attention", [] {
+         Problem p = small_problem();
+         p.paged_kv = PagedKv{16};
+         return dist::check_sequence_parallel(p, {2, 1, 0}, 2);
+       }},
+      {"AK5009", "the other rank refused", [] {
+         return on_two_ranks(0, [](dist::Communicator& c) {
+           return dist::agree(c, c.rank() == 1 ? Diagnostics(diagnose("AK1103", {{"name", "q"}})) : Diagnostics{});
+         });
+       }},
+      {"AK5010", "a sequence-parallel plan on a platform without a communicator", [] {
+         auto plan = dist::plan_sequence_parallel(small_problem(), {2, 1, 0}, *default_registry().find("cpu_flash"),
+                                                  detect_cpu_platform());
+         return plan ? Diagnostics{} : plan.diagnostics();
+       }},
+      {"AK5011", "an all-to-all whose sizes do not match", [] {
+         return on_two_ranks(0, [](dist::Communicator& c) {
+           std::vector<std::byte> send(8), recv(8);
+           const std::size_t sizes[2] = {4, 4};
+           const std::size_t wrong[2] = {2, 4};  // rank 1 sends rank 0 two bytes, four expected
+           return c.all_to_all(send.data(), c.rank() == 1 ? std::span(wrong) : std::span(sizes), recv.data(), sizes, nullptr);
+         });
+       }},
+      {"AK5012", "ranks with different cu_seqlens", [] {
+         return on_two_ranks(1, [](dist::Communicator& c) { return dist::agree(c, {}, 100 + c.rank()); });
+       }},
   };
   return all;
 }

@@ -27,9 +27,9 @@ struct Capabilities {
   bool gqa = true;
   bool softcap = true;
   bool sinks = true;
-  bool lse = true;
+  bool lse = true;  // returns the LSE: what makes a backend ring-capable (ring_capable())
   bool paged_kv = false;
-  bool ring_capable = false;
+  bool diagonal_offsets = false;  // Problem::diagonal_offsets (sliding windows of ring shards)
   bool sparse = false;
   bool switchable_per_request = true;
   bool skip_softmax = false;  // the kernel implements request-scoped skip-softmax (CallContext)
@@ -37,6 +37,10 @@ struct Capabilities {
   bool built = true;  // false: modelled for validation only, no kernel in this binary
   bool auto_selectable = true;  // false: only when named (e.g. `reference`)
 };
+
+// Ring attention merges partial results by their LSE (design 4), so any
+// backend that returns the LSE can compute a ring hop.
+constexpr bool ring_capable(const Capabilities& caps) { return caps.lse; }
 
 // Every way `p` on `platform` falls outside `caps`, for the backend `name`.
 Diagnostics check_capabilities(std::string_view name, const Capabilities& caps, const Problem& p,

@@ -20,6 +20,7 @@ struct AttentionTensors {
   TensorView seqlens_k;                   // int32 [batch], paged only
   TensorView block_mask;                  // uint8, block_sparse only
   TensorView custom_mask;                 // uint8 [batch, heads_q, seqlen_q, seqlen_k], custom only
+  TensorView diagonal_offsets;            // int32 [batch], host, Problem::diagonal_offsets only
 };
 
 // Checks that the tensors match the Problem: presence, rank, shape, dtype,
@@ -56,6 +57,7 @@ struct SequenceSpan {
   int k_len = 0;
   std::int64_t q_offset = 0;  // token offset in a packed q (THD)
   std::int64_t k_offset = 0;  // token offset in a packed k (THD)
+  int diagonal = 0;           // query 0 is aligned with this key (k_len - q_len unless diagonal_offsets)
 };
 SequenceSpan host_sequence_span(const Problem& p, const AttentionTensors& t, int b);
 

@@ -12,15 +12,20 @@ struct KeyRange {
 };
 
 // window_left / window_right < 0 mean unbounded; the window is centred on the
-// bottom-right-aligned diagonal j = i + (sk - sq).
-AK_HOST_DEVICE KeyRange visible_keys(int i, int sq, int sk, int window_left, int window_right) {
-  const int diag = i + (sk - sq);
+// diagonal j = i + diagonal: query 0 is aligned with key `diagonal`.
+AK_HOST_DEVICE KeyRange visible_keys_on_diagonal(int i, int diagonal, int sk, int window_left, int window_right) {
+  const int diag = i + diagonal;
   int lo = window_left < 0 ? 0 : diag - window_left;
   int hi = window_right < 0 ? sk : diag + window_right + 1;
-  lo = lo < 0 ? 0 : lo;
+  lo = lo < 0 ? 0 : (lo > sk ? sk : lo);  // a shard's diagonal may lie past its last key
   hi = hi > sk ? sk : hi;
   if (hi < lo) hi = lo;
   return {lo, hi};
+}
+
+// The bottom-right-aligned diagonal j = i + (sk - sq) of every whole sequence.
+AK_HOST_DEVICE KeyRange visible_keys(int i, int sq, int sk, int window_left, int window_right) {
+  return visible_keys_on_diagonal(i, sk - sq, sk, window_left, window_right);
 }
 
 }  // namespace attnkit

@@ -69,6 +69,10 @@ struct Problem {
   std::optional<float> scale;    // default 1 / sqrt(head_dim_qk)
   bool has_sinks = false;        // per-head sink logit [heads_q] (fp32), joins the denominator
   bool return_lse = false;       // natural-log LSE (fp32): [batch, heads_q, seqlen_q] or [heads_q, total_q]
+  // Causal / window masks of a shard of longer sequences (ring attention): query
+  // i of sequence b is aligned with key i + diagonal_offsets[b] (int32 [batch],
+  // host) instead of the bottom-right diagonal i + (sk - sq).
+  bool diagonal_offsets = false;
   std::optional<PagedKv> paged_kv;
   // fp8 inputs are stored scaled; the math uses x * descale.
   float q_descale = 1.0f, k_descale = 1.0f, v_descale = 1.0f;

@@ -3,6 +3,7 @@
 // command line ("cuda:sm90", "cpu", "rocm", ...) to validate a deployment for
 // another machine. Only CUDA and CPU kernels are built; other kinds are modelled.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,10 @@
 #include "attnkit/core/diagnostic.hpp"
 
 namespace attnkit {
+
+namespace dist {
+class Communicator;
+}
 
 enum class PlatformKind : std::uint8_t { cpu, cuda, rocm, xpu, musa, mps, npu };
 std::string_view platform_kind_name(PlatformKind k);
@@ -32,6 +37,9 @@ struct Platform {
   bool has_nccl = false;
   int multiprocessors = 0;
   CpuFeatures cpu{};
+  int device_index = 0;  // CUDA: the device plans run on (one rank per GPU: the local rank)
+  // The ranks a sequence-parallel plan spans (dist/); null: this process alone.
+  std::shared_ptr<dist::Communicator> communicator;
 
   std::string label() const;  // "cuda:sm90", "cpu"
 };

@@ -56,6 +56,7 @@ Capabilities cpu_flash_capabilities() {
   c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.paged_kv = true;  // gathered per (sequence, kv head) into the thread's workspace
+  c.diagonal_offsets = true;
   return c;
 }
 
@@ -223,6 +224,7 @@ class CpuFlashPlan final : public Plan {
     }
     h.sq = span.q_len;
     h.sk = span.k_len;
+    h.diagonal = span.diagonal;
     return h;
   }
 

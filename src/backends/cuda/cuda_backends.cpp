@@ -203,7 +203,6 @@ Capabilities flash_capabilities(std::string_view family) {
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.gqa = c.softcap = c.sinks = c.lse = true;
   c.paged_kv = false;
-  c.ring_capable = true;  // LSE out + bottom-right causal: what ring attention merges
   table_capabilities(c, family);
   return c;
 }

@@ -59,12 +59,13 @@ Capabilities cuda_caps(int min_sm, int max_sm, DTypeSet dtypes, std::vector<int>
 }
 
 // A sparse DiT backend: dense problems in, its own sparsity pattern inside.
-Capabilities sparse_caps(std::vector<int> dims, bool ring = false) {
+// Its kernels return no LSE, so it cannot take part in ring attention.
+Capabilities sparse_caps(std::vector<int> dims) {
   Capabilities c = cuda_caps(80, 0, kHalf, std::move(dims));
   c.masks = {MK::none};
   c.layouts = kPadded;
   c.sparse = true;
-  c.ring_capable = ring;
+  c.lse = false;
   c.softcap = c.sinks = false;
   c.distinct_v_head_dim = false;
   return c;
@@ -83,7 +84,6 @@ std::vector<Row> modelled_table() {
   rows.push_back({"fa4", "flash attention, Blackwell kernel (sm_100/sm_103)",
                   with(cuda_caps(100, 103, kHalf, {64, 96, 128, 192}), [](Capabilities& c) {
                     c.paged_kv = true;
-                    c.ring_capable = true;
                     c.sinks = false;
                   })});
   rows.push_back({"cudnn", "cuDNN SDPA through the graph API",
@@ -99,7 +99,6 @@ std::vector<Row> modelled_table() {
                   with(cuda_caps(80, 0, kHalf, {64, 96, 128}), [](Capabilities& c) {
                     c.platforms = {PK::cuda, PK::musa};
                     c.masks = {MK::none, MK::causal};
-                    c.ring_capable = true;
                     c.softcap = c.sinks = false;
                     c.distinct_v_head_dim = false;
                   })});
@@ -156,7 +155,6 @@ std::vector<Row> modelled_table() {
                     c.masks = kDenseMasks;
                     c.layouts = kAllLayouts;
                     c.paged_kv = true;
-                    c.ring_capable = true;
                   })});
   rows.push_back({"xpu_flash", "Intel XPU flash attention",
                   with(Capabilities{}, [](Capabilities& c) {
@@ -173,6 +171,7 @@ std::vector<Row> modelled_table() {
                     c.masks = kAllMasks;
                     c.layouts = kAllLayouts;
                     c.paged_kv = true;
+                    c.lse = false;  // F.scaled_dot_product_attention returns no LSE
                   })});
   return rows;
 }

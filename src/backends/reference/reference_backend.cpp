@@ -74,7 +74,7 @@ void compute_head(const Problem& p, const AttentionTensors& t, int b, int hq) {
   for (int i = 0; i < span.q_len; ++i) {
     for (int d = 0; d < dqk; ++d)
       q[d] = load_as_double(t.q.data, t.q.dtype, q_rows.offset + i * q_rows.row_stride + d) * p.q_descale;
-    const KeyRange range = visible_keys(i, span.q_len, span.k_len, w.left, w.right);
+    const KeyRange range = visible_keys_on_diagonal(i, span.diagonal, span.k_len, w.left, w.right);
     // s_j = softcap(scale * q.k_j), -inf where masked; m = max(sink, max_j s_j)
     double m = has_sink ? sink : kNegInf;
     for (int j = 0; j < span.k_len; ++j) {
@@ -122,6 +122,7 @@ Capabilities reference_capabilities() {
   c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.paged_kv = true;
+  c.diagonal_offsets = true;
   c.switchable_per_request = false;
   c.auto_selectable = false;  // the oracle is only used when named
   return c;

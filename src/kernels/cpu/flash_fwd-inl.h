@@ -259,7 +259,7 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
   for (int i = 0; i < Q; ++i) {
     KeyRange r{0, 0};
     if (i < nq) {
-      r = visible_keys(q0 + i, h.sq, h.sk, a.window_left, a.window_right);
+      r = visible_keys_on_diagonal(q0 + i, h.diagonal, h.sk, a.window_left, a.window_right);
       lo_min = std::min(lo_min, r.lo);
       lo_max = std::max(lo_max, r.lo);
       hi_min = std::min(hi_min, r.hi);

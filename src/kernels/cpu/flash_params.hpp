@@ -81,6 +81,7 @@ struct HeadSlice {
   std::int64_t lse_stride = 0;
   float sink = 0.0f;  // natural-log sink logit (FlashArgs::has_sinks)
   int sq = 0, sk = 0;
+  int diagonal = 0;  // query 0 is aligned with key `diagonal` (sk - sq: bottom-right)
   // ExtraMask::element: mask[i * mask_si + j * mask_sj]; ExtraMask::block:
   // mask[(i / block_q) * mask_si + (j / block_k) * mask_sj]. 0 hides.
   const std::uint8_t* mask = nullptr;
