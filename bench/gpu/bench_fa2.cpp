@@ -4,7 +4,7 @@
 // median is reported. Inputs are random (never zeros) and rotated between two
 // sets so no run reads what the previous one left in L2.
 //
-//   bench_fa2 [--backend fa2] [--dims 64,128,256] [--seqlens 512,...,16384]
+//   bench_fa2 [--backend fa2|cudnn|...] [--dims 64,128,256] [--seqlens 512,...,16384]
 //             [--iters 30] [--warmup 5] [--json out.json]
 //   bench_fa2 --variants [--only f3_] [--seqlens 4096,16384] [--json variants.json]
 //             times the tile-shape variants of fa2_variants.def (direct launches)
@@ -236,18 +236,23 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "skip %s: %s\n", p.summary().c_str(), plan.diagnostics().summary().c_str());
           continue;
         }
+        // Backends with scratch (cudnn's cuDNN workspace) get it; fa2 needs none.
+        void* workspace = nullptr;
+        const std::size_t workspace_bytes = (*plan)->workspace_bytes();
+        if (workspace_bytes > 0) BENCH_CUDA(cudaMalloc(&workspace, workspace_bytes));
         const auto ms = time_runs([&](int set) {
           AttentionTensors t;
           t.q = view_for(p, q[set]);
           t.k = view_for(p, k[set]);
           t.v = view_for(p, v[set]);
           t.out = view_for(p, out);
-          const Diagnostics ran = (*plan)->run(t, {}, stream);
+          const Diagnostics ran = (*plan)->run(t, {static_cast<std::byte*>(workspace), workspace_bytes}, stream);
           if (!ran.ok()) {
             std::fprintf(stderr, "%s\n", ran.summary().c_str());
             std::exit(1);
           }
         });
+        if (workspace != nullptr) BENCH_CUDA(cudaFree(workspace));
         record(backend_name, p, ms);
       }
 

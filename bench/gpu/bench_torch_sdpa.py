@@ -3,7 +3,8 @@
 efficient), FlexAttention (--flex) and FlashAttention-3's hopper forward
 (--fa3, the fa3-fwd wheel) -- and, with --attnkit, attnkit's backends through
 its Python module in the same process (design §6: peers run in the same
-process).
+process). For attnkit's cudnn the row also records the cuDNN graph build
+time of that shape.
 
 Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
 2048/head_dim, bf16, BSHD memory, viewed as BHSD for SDPA, causal and not),
@@ -128,6 +129,16 @@ def implementations(args, causal):
     return impls
 
 
+def cudnn_graphs_built():
+    """(graphs built, latest build ms) of attnkit's cuDNN graph cache, None without the module."""
+    try:
+        import attnkit._attnkit as native
+    except ImportError:
+        return None
+    s = native.cudnn_graph_stats()
+    return s["built"], s["last_build_ms"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
@@ -156,15 +167,19 @@ def main():
     def measure(b, h, s, d, causal, impls, shape):
         """Times every implementation on one shape; returns the number of output mismatches."""
         sets = [[torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16) for _ in range(3)] for _ in range(2)]
-        samples, alive, agreement = {name: [] for name in impls}, dict(impls), {}
+        samples, alive, agreement, build_ms = {name: [] for name in impls}, dict(impls), {}, {}
         for name, fn in list(alive.items()):  # warm-up; a backend that refuses the shape drops out here
+            graphs = cudnn_graphs_built() if name.startswith("attnkit_") else None
             try:
                 for it in range(args.warmup):
                     fn(*sets[it % 2])
                 timer.collect()
-            except RuntimeError as e:
+            except (RuntimeError, ValueError) as e:  # ValueError: attnkit.AttnkitError (a refusal)
                 print(f"skip {name} d{d} s{s} causal={causal}: {str(e).splitlines()[0]}", file=sys.stderr)
                 del alive[name]
+            after = cudnn_graphs_built() if graphs else None
+            if after and after[0] > graphs[0]:  # this shape's cuDNN graph was built by its first call
+                build_ms[name] = after[1]
         # Every implementation's output against the first one's on the same inputs:
         # a fast wrong answer must not end up in the table.
         bad, ref_name, ref = 0, None, None
@@ -194,7 +209,7 @@ def main():
             tf = flops / (med * 1e9)
             rows.append(dict(impl=name, shape=shape, head_dim=d, seqlen=s, batch=b, heads=h, causal=causal,
                              ms_median=med, ms_min=ms[0], tflops=tf, rel_l2_vs=ref_name if name in agreement else None,
-                             rel_l2=agreement.get(name)))
+                             rel_l2=agreement.get(name), graph_build_ms=build_ms.get(name)))
             print(f"{name:16s} {shape:5s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms "
                   f"{tf:7.1f} TFLOP/s", flush=True)
         del sets

@@ -28,12 +28,14 @@ def main():
     args = ap.parse_args()
     ak_rows = [r for path in args.attnkit for r in json.load(open(path))["results"]]
     th = json.load(open(args.torch))
-    table = {}
+    table, build_ms = {}, {}
     for r in ak_rows + th["results"]:
         if r.get("shape", "grid") != "grid":
             continue  # the video shape has its own line below
         key = (r["head_dim"], r["causal"], r["seqlen"])
         table.setdefault(key, {})[r["impl"]] = r["tflops"]
+        if r.get("graph_build_ms") is not None:
+            build_ms[key] = r["graph_build_ms"]
     impls = {i for t in table.values() for i in t}
     backends = sorted({i[len("attnkit_"):].removesuffix("_py") for i in impls if i.startswith("attnkit_")},
                       key=lambda b: (b != "fa3", b))
@@ -70,10 +72,12 @@ def main():
         cells += [f(ratio(mine, x), 2) for x in peer_values]
         cells += [f(row["over_best_peer"], 2), f(row["fraction_of_709"], 2)]
         lines.append("| " + " | ".join(cells) + " |")
+    cudnn_md, cudnn_rows, cudnn_misses = cudnn_table(table, build_ms)
     summary = dict(device=th.get("device"), torch=th.get("torch"), cudnn=th.get("cudnn"), cuda=th.get("cuda"),
-                   ceiling_tflops=CEILING, primary=primary, rows=rows, misses_vs_best_peer=misses)
+                   ceiling_tflops=CEILING, primary=primary, rows=rows, misses_vs_best_peer=misses,
+                   cudnn_rows=cudnn_rows, cudnn_misses_vs_torch_cudnn=cudnn_misses)
     json.dump(summary, open(args.out_json, "w"), indent=1)
-    md = "\n".join(lines) + "\n"
+    md = "\n".join(lines) + "\n" + cudnn_md
     open(args.out_md, "w").write(md)
     print(f"device {summary['device']}, torch {summary['torch']}, cuDNN {summary['cudnn']}, CUDA {summary['cuda']}")
     print(md)
@@ -83,6 +87,42 @@ def main():
         print("video shape 1 x 24 x 32760 x 128, ms:", ", ".join(f"{k} {v:.2f}" for k, v in sorted(video.items(), key=lambda kv: kv[1])))
         summary["video_ms"] = video
         json.dump(summary, open(args.out_json, "w"), indent=1)
+    if cudnn_rows:
+        print(f"attnkit cudnn points below {CUDNN_TARGET:.2f}x torch cuDNN:",
+              ", ".join(cudnn_misses) if cudnn_misses else "none")
+
+
+# Issue 16's targets: attnkit's cudnn within 3% of PyTorch's cuDNN SDPA (the
+# same library underneath) at every grid point, graph build under 200 ms.
+CUDNN_TARGET = 0.97
+BUILD_TARGET_MS = 200.0
+
+
+def cudnn_table(table, build_ms):
+    """attnkit's cudnn (same process as PyTorch when attnkit_cudnn_py is there)
+    against torch cuDNN: markdown, rows, and the points that miss the target."""
+    if not any("attnkit_cudnn_py" in t or "attnkit_cudnn" in t for t in table.values()):
+        return "", [], []
+    head = ["d", "causal", "seqlen", "attnkit cudnn TFLOP/s", "torch cuDNN", "cudnn/torch cuDNN", "graph build ms"]
+    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows, misses = [], []
+    for (d, causal, s) in sorted(table):
+        t = table[(d, causal, s)]
+        ours, peer = t.get("attnkit_cudnn_py", t.get("attnkit_cudnn")), t.get("torch_cudnn")
+        r = ours / peer if ours and peer else None
+        ms = build_ms.get((d, causal, s))
+        rows.append(dict(head_dim=d, causal=causal, seqlen=s, attnkit_cudnn=ours, torch_cudnn=peer,
+                         cudnn_over_torch_cudnn=r, same_process="attnkit_cudnn_py" in t, graph_build_ms=ms))
+        where = f"d{d} {'causal' if causal else 'full'} s{s}"
+        if r is None or r < CUDNN_TARGET:
+            misses.append(f"{where}: {'-' if r is None else f'{r:.3f}x'}")
+        if ms is not None and ms >= BUILD_TARGET_MS:
+            misses.append(f"{where}: graph build {ms:.0f} ms")
+        cells = [str(d), "yes" if causal else "no", str(s), "-" if ours is None else f"{ours:.1f}",
+                 "-" if peer is None else f"{peer:.1f}", "-" if r is None else f"{r:.3f}",
+                 "-" if ms is None else f"{ms:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n", rows, misses
 
 
 if __name__ == "__main__":

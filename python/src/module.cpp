@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 
+#include "attnkit/backends/cudnn.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/dlpack.hpp"
 #include "attnkit/runtime/deployment.hpp"
@@ -390,6 +391,17 @@ NB_MODULE(_attnkit, m) {
   m.def("dist_plan", &make_dist_plan, nb::arg("problem"), nb::arg("ring"), nb::arg("ulysses"), nb::arg("replicated"),
         nb::arg("backend"), nb::arg("device"), nb::arg("device_index"), nb::arg("comm"));
   m.def("backends", [] { return default_registry().names(); });
+  m.def("cudnn_graph_stats", [] {
+    const CudnnGraphStats s = cudnn_graph_stats();
+    nb::dict d;
+    d["built"] = s.built;
+    d["refused"] = s.refused;
+    d["cache_hits"] = s.cache_hits;
+    d["last_build_ms"] = s.last_build_ms;
+    d["max_build_ms"] = s.max_build_ms;
+    d["total_build_ms"] = s.total_build_ms;
+    return d;
+  }, "Counters of the cudnn backend's graph cache in this process (builds, refusals, hits, build ms).");
   m.def("check", &check_argv, nb::arg("args"),
         "Runs `attnkit check` on engine flags; returns the design's JSON shape as a dict.");
   m.def("set_global_force", &select::set_global_force_backend, nb::arg("name"));

@@ -12,6 +12,7 @@ namespace {
 void print_text(const select::CheckResult& r) {
   std::cout << (r.model.empty() ? "(no model)" : r.model) << " on " << r.platform.label()
             << (r.platform.detected ? "" : " (named)") << ": " << (r.ok ? "valid" : "INVALID") << "\n";
+  if (r.platform.kind == PlatformKind::cuda) std::cout << "  cuDNN " << cudnn_description(r.platform) << "\n";
   for (const select::Decision& d : r.selections) {
     std::cout << "  " << d.component << "." << d.role << " -> " << (d.backend.empty() ? "(none)" : d.backend) << "  ["
               << select::level_name(d.decided_by) << (d.ok ? "" : ", refused") << "]\n";

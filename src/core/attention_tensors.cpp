@@ -1,5 +1,6 @@
 #include "attnkit/core/attention_tensors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -104,6 +105,9 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
                      Hkv = p.heads_kv, Dqk = p.head_dim_qk, Dv = p.head_dim_v;
   const bool thd = p.layout == Layout::thd;
   const char* core = "q, k, v and out are always required";
+  // q, k, v and out are read and written in vectors: they take the row alignment too.
+  BindingRules rows = rules;
+  rows.alignment_bytes = std::max(rules.alignment_bytes, rules.row_alignment_bytes);
 
   auto q_like = [&](std::int64_t S, std::int64_t H, std::int64_t D) -> std::vector<std::int64_t> {
     switch (p.layout) {
@@ -113,16 +117,16 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
     }
     return {};
   };
-  const bool q_ok = check_tensor(out, t.q, {"q", qt, q_like(Sq, Hq, Dqk)}, p, rules, core);
-  check_tensor(out, t.out, {"out", ot, q_like(Sq, Hq, Dv)}, p, rules, core);
+  const bool q_ok = check_tensor(out, t.q, {"q", qt, q_like(Sq, Hq, Dqk)}, p, rows, core);
+  check_tensor(out, t.out, {"out", ot, q_like(Sq, Hq, Dv)}, p, rows, core);
   if (q_ok && thd && t.out.rank == 3 && t.out.shape[0] != t.q.shape[0])
     out.add("AK1103", {{"name", "out"}, {"shape", t.out.shape_string()},
                        {"expected", shape_of({t.q.shape[0], Hq, Dv})}});
 
   if (p.paged_kv) {
     const std::int64_t P = p.paged_kv->page_size;
-    const bool k_ok = check_tensor(out, t.k, {"k", kt, {-1, P, Hkv, Dqk}}, p, rules, core);
-    const bool v_ok = check_tensor(out, t.v, {"v", kt, {-1, P, Hkv, Dv}}, p, rules, core);
+    const bool k_ok = check_tensor(out, t.k, {"k", kt, {-1, P, Hkv, Dqk}}, p, rows, core);
+    const bool v_ok = check_tensor(out, t.v, {"v", kt, {-1, P, Hkv, Dv}}, p, rows, core);
     if (k_ok && v_ok && t.k.shape[0] != t.v.shape[0])
       out.add("AK1103", {{"name", "v"}, {"shape", t.v.shape_string()},
                          {"expected", shape_of({t.k.shape[0], P, Hkv, Dv})}});
@@ -156,8 +160,8 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
       }
     }
   } else {
-    check_tensor(out, t.k, {"k", kt, q_like(Sk, Hkv, Dqk)}, p, rules, core);
-    check_tensor(out, t.v, {"v", kt, q_like(Sk, Hkv, Dv)}, p, rules, core);
+    check_tensor(out, t.k, {"k", kt, q_like(Sk, Hkv, Dqk)}, p, rows, core);
+    check_tensor(out, t.v, {"v", kt, q_like(Sk, Hkv, Dv)}, p, rows, core);
   }
 
   if (thd) {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include "cuda_probe.hpp"
+#include "platform/cudnn_library.hpp"
 
 namespace attnkit {
 
@@ -36,6 +37,24 @@ bool shared_library_present(const char* soname) {
 }
 }  // namespace
 
+std::string cudnn_version_string(int version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+std::string cudnn_description(const Platform& platform) {
+  if (platform.kind != PlatformKind::cuda) return "not used on " + platform.label();
+  if (!platform.has_cudnn) {
+    if (!platform.detected) return "not available";
+    const auto& lib = cudnn_library();
+    return "not available (" + (lib ? std::string("unusable") : lib.diagnostics().summary()) + ")";
+  }
+  const std::string v = cudnn_version_string(platform.cudnn_version);
+  if (!platform.detected) return v + " (assumed for a named platform)";
+  const auto& lib = cudnn_library();
+  return v + " (" + (lib ? "loaded: " + lib.value().path : std::string("?")) + ")";
+}
+
 Platform detect_cpu_platform() {
   Platform p;
   p.kind = PlatformKind::cpu;
@@ -54,7 +73,10 @@ std::optional<Platform> detect_cuda_platform() {
   p.sm = dev->sm;
   p.device_name = dev->name;
   p.multiprocessors = dev->multiprocessors;
-  p.has_cudnn = shared_library_present("libcudnn.so.9");
+  if (const auto& cudnn = cudnn_library()) {
+    p.has_cudnn = true;
+    p.cudnn_version = cudnn.value().version;
+  }
   p.has_nccl = shared_library_present("libnccl.so.2");
   p.cpu = detect_cpu_features();
   return p;
@@ -100,6 +122,7 @@ Result<Platform> parse_platform(std::string_view name) {
       p.device_name = "CUDA sm_" + std::to_string(sm) + " (named)";
       // A named deployment target is assumed to have the CUDA libraries.
       p.has_cudnn = p.has_nccl = true;
+      p.cudnn_version = kNamedPlatformCudnnVersion;
       return p;
     }
   }

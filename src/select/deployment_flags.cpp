@@ -85,8 +85,13 @@ json diagnostics_array(const Diagnostics& diagnostics) {
 std::string check_result_json(const CheckResult& r, int indent) {
   json selections = json::array();
   for (const Decision& d : r.selections) selections.push_back(decision_object(d));
-  const json j = {{"ok", r.ok}, {"platform", r.platform.label()}, {"selections", selections},
-                  {"diagnostics", diagnostics_array(r.diagnostics)}};
+  json j = {{"ok", r.ok}, {"platform", r.platform.label()}, {"selections", selections},
+            {"diagnostics", diagnostics_array(r.diagnostics)}};
+  // The cuDNN release the check ran against: found on this machine, or assumed for a named platform.
+  if (r.platform.kind == PlatformKind::cuda)
+    j["cudnn"] = {
+        {"version", r.platform.has_cudnn ? json(cudnn_version_string(r.platform.cudnn_version)) : json(nullptr)},
+        {"detail", cudnn_description(r.platform)}};
   return j.dump(indent);
 }
 

@@ -59,7 +59,7 @@ TEST(SelectNames, ExplicitKernelValidatedAgainstArch) {
 }
 
 TEST(SelectNames, ModelledBackendsAreNotBuilt) {
-  for (const char* name : {"fa4", "cudnn", "sage_attn", "sliding_tile_attn", "sparge_attn", "video_sparse_attn",
+  for (const char* name : {"fa4", "sage_attn", "sliding_tile_attn", "sparge_attn", "video_sparse_attn",
                            "subblock_sparse_attn", "sol_attn", "video_sparse_attn_h3", "hybrid_window_attn_h3", "flashinfer",
                            "flashinfer_cudnn", "flashinfer_sparse_mla", "triton_attn", "aiter", "xpu_flash", "fa", "sdpa"}) {
     const Backend* b = default_registry().find(name);

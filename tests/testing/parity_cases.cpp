@@ -84,6 +84,8 @@ std::vector<ParityCase> parity_cases() {
     q.seqlen_q = 90;
     q.seqlen_k = 33;            // q longer than k: the first rows see nothing
     add("lse_empty_rows", q);
+    q.dtype = DType::bf16;      // the same for the half-precision kernels
+    add("lse_empty_rows_sinks_bf16", q);
   }
   // Varlen, an empty sequence included.
   for (bool causal : {false, true})

@@ -28,7 +28,8 @@ struct AttentionTensors {
 // cu_seqlens monotonic and within the packed length (host-resident only).
 struct BindingRules {
   DeviceKind device = DeviceKind::cpu;
-  int alignment_bytes = 0;  // 0: no requirement
+  int alignment_bytes = 0;      // every tensor's base and strides; 0: no requirement
+  int row_alignment_bytes = 0;  // q, k, v and out only (vector loads of rows); 0: none
 };
 Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, BindingRules rules = {});
 

@@ -34,6 +34,7 @@ struct Platform {
   std::string device_name;  // "NVIDIA H200", CPU model, or the named platform
   bool detected = false;  // true: this machine; false: named, modelled for validation
   bool has_cudnn = false;
+  int cudnn_version = 0;  // detected: cudnnGetVersion() of the loaded library (91900 = 9.19.0); named: assumed
   bool has_nccl = false;
   int multiprocessors = 0;
   CpuFeatures cpu{};
@@ -58,5 +59,14 @@ Result<Platform> parse_platform(std::string_view name);
 
 // Whether this binary was built with CUDA sources.
 bool cuda_compiled();
+
+// The cuDNN release a named CUDA platform is assumed to have: the one the
+// cudnn backend is built and measured against (PyTorch's cu13 wheels ship it).
+inline constexpr int kNamedPlatformCudnnVersion = 91900;
+// "9.19.0" for 91900.
+std::string cudnn_version_string(int version);
+// Where a platform's cuDNN comes from, for `check` and `run`: "9.19.0 (loaded
+// from ...)", "9.19.0 (assumed for a named platform)" or "not available (...)".
+std::string cudnn_description(const Platform& platform);
 
 }  // namespace attnkit

@@ -80,19 +80,12 @@ Capabilities with(Capabilities c, F&& edit) {
 std::vector<Row> modelled_table() {
   const std::vector<int> flash_dims{64, 96, 128, 192, 256};
   std::vector<Row> rows;
-  // ---- CUDA flash family: fa2, fa3 and cuda_sdpa are real backends (src/backends/cuda) in every build.
+  // ---- CUDA flash family: fa2, fa3 and cuda_sdpa are real backends (src/backends/cuda) in every build,
+  // and so is cudnn (src/backends/cudnn).
   rows.push_back({"fa4", "flash attention, Blackwell kernel (sm_100/sm_103)",
                   with(cuda_caps(100, 103, kHalf, {64, 96, 128, 192}), [](Capabilities& c) {
                     c.paged_kv = true;
                     c.sinks = false;
-                  })});
-  rows.push_back({"cudnn", "cuDNN SDPA through the graph API",
-                  with(cuda_caps(80, 0, kHalf, {}), [](Capabilities& c) {
-                    c.max_head_dim = 256;
-                    c.paged_kv = true;
-                    c.sinks = false;
-                    c.softcap = false;
-                    c.required_library = "cudnn";
                   })});
   // ---- quantized / sparse DiT backends
   rows.push_back({"sage_attn", "SageAttention: int8 QK with K smoothing, fp16/fp8 PV",

@@ -1,0 +1,338 @@
+// The cudnn backend on a GPU, beyond the shared parity list: the paths its
+// graphs take (top-left and bottom-right diagonals, the padding mask for rows
+// that see no key, packed THD with stats, paged caches, sinks), bindings with
+// other strides, CUDA-graph capture, the graph cache and the build-time target
+// (under 200 ms per shape). Skips with a message without a GPU or cuDNN.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "attnkit/backends/cudnn.hpp"
+#include "attnkit/backends/registry.hpp"
+#include "attnkit/platform/device_problem_data.hpp"
+#include "platform/cudnn_library.hpp"
+#include "testing/backend_runner.hpp"
+#include "testing/parity_cases.hpp"
+#include "testing/reference_check.hpp"
+
+#if defined(ATTNKIT_HAS_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace attnkit::testing {
+namespace {
+
+const Backend& cudnn_backend() { return *default_registry().find("cudnn"); }
+
+// The platform to run cudnn on here, or why there is none.
+TestPlatform cudnn_platform() {
+  TestPlatform tp = test_platform_for(cudnn_backend());
+  if (tp.platform && !tp.platform->has_cudnn)
+    return {std::nullopt, "no usable libcudnn.so.9: " + cudnn_library().diagnostics().summary()};
+  return tp;
+}
+
+Problem make(int sq, int sk, int hq, int hkv, int d, DType t, MaskKind mask = MaskKind::none) {
+  return make_test_problem(sq, sk, hq, hkv, d, t, mask);
+}
+
+std::vector<ParityCase> cudnn_cases() {
+  std::vector<ParityCase> c;
+  auto add = [&](std::string name, Problem p, ProblemDataOptions o = {}) {
+    o.seed = 5000 + c.size() * 17;
+    c.push_back({std::move(name), p, o});
+  };
+  {
+    Problem p = make(1000, 1000, 8, 2, 128, DType::bf16, MaskKind::causal);  // top-left graph (sq == sk)
+    p.batch = 1;
+    p.return_lse = true;
+    add("causal_s1000_lse_bf16", p);
+    add("causal_q300_k1000_bf16", make(300, 1000, 4, 1, 64, DType::bf16, MaskKind::causal));
+    Problem q = make(333, 300, 4, 2, 128, DType::bf16, MaskKind::causal);  // rows without keys: padding mask
+    q.return_lse = true;
+    add("causal_q333_k300_lse_bf16", q);
+    q.has_sinks = true;
+    add("causal_q333_k300_lse_sinks_bf16", q);
+  }
+  int wi = 0;
+  for (auto [l, r] : {std::pair{64, 0}, {-1, 7}, {16, 16}, {0, 0}}) {
+    Problem p = make(300, 450, 4, 2, 64, wi % 2 ? DType::f16 : DType::bf16, MaskKind::sliding_window);
+    p.window = {l, r};
+    add("window" + std::to_string(wi++), p);
+  }
+  {
+    Problem p = make(500, 400, 4, 4, 64, DType::bf16, MaskKind::sliding_window);  // window, more queries than keys
+    p.window = {32, 0};
+    p.return_lse = true;
+    add("window_q500_k400_lse_bf16", p);
+    Problem g = make(512, 512, 16, 2, 256, DType::bf16, MaskKind::causal);
+    g.batch = 1;
+    add("gqa8_d256_causal_bf16", g);
+    Problem d = make(256, 256, 4, 2, 192, DType::f16);
+    d.head_dim_v = 128;
+    add("dqk192_dv128_f16", d);
+    Problem u = make(1, 4000, 8, 1, 128, DType::bf16, MaskKind::causal);
+    u.return_lse = true;
+    add("decode_k4000_lse_bf16", u);
+    Problem b = make(200, 260, 4, 2, 64, DType::f16, MaskKind::causal);
+    b.layout = Layout::bhsd;
+    add("bhsd_causal_f16", b);
+    Problem s = make(333, 333, 8, 8, 64, DType::bf16);
+    s.has_sinks = true;
+    s.return_lse = true;
+    s.scale = 0.2f;
+    add("sinks_lse_scale_bf16", s);
+  }
+  {
+    Problem p = make(777, 900, 4, 2, 128, DType::bf16, MaskKind::causal);
+    p.layout = Layout::thd;
+    p.batch = 5;
+    p.return_lse = true;
+    ProblemDataOptions o;
+    o.q_lens = {300, 1, 777, 0, 5};
+    o.k_lens = {300, 50, 900, 10, 0};  // the last sequence's queries see no key
+    add("varlen_causal_lse_bf16", p, o);
+    p.has_sinks = true;
+    add("varlen_causal_lse_sinks_bf16", p, o);
+    p.has_sinks = false;
+    p.return_lse = false;
+    p.mask = MaskKind::sliding_window;
+    p.window = {48, 0};
+    add("varlen_window_f16", p, o);
+  }
+  {
+    Problem p = make(1, 4000, 8, 2, 128, DType::bf16);
+    p.batch = 3;
+    p.paged_kv = PagedKv{16};
+    p.return_lse = true;
+    ProblemDataOptions o;
+    o.k_lens = {4000, 17, 0};
+    add("paged_decode_lse_bf16", p, o);
+    Problem q = make(64, 500, 8, 2, 64, DType::bf16, MaskKind::causal);
+    q.paged_kv = PagedKv{32};
+    q.has_sinks = true;
+    q.return_lse = true;
+    ProblemDataOptions r;
+    r.k_lens = {500, 40};  // the second sequence has fewer keys than queries
+    add("paged_prefill_causal_sinks_bf16", q, r);
+  }
+  return c;
+}
+
+class CudnnGpu : public ::testing::TestWithParam<ParityCase> {};
+
+TEST_P(CudnnGpu, MatchesReference) {
+  const TestPlatform tp = cudnn_platform();
+  if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
+  auto data = HostProblemData::create(GetParam().problem, GetParam().data);
+  ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+  const Diagnostics refused = cudnn_backend().check(data->problem(), *tp.platform);
+  ASSERT_TRUE(refused.empty()) << "every case here is meant to run on cudnn: " << refused.summary();
+  const Diagnostics ran = run_backend(cudnn_backend(), *tp.platform, *data);
+  ASSERT_TRUE(ran.ok()) << ran.summary();
+  expect_matches_reference(*data);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudnnGpu, ::testing::ValuesIn(cudnn_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(CudnnGpuPlatform, ReportsTheLoadedRelease) {
+  const TestPlatform tp = cudnn_platform();
+  if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
+  EXPECT_EQ(tp.platform->cudnn_version, cudnn_library().value().version);
+  EXPECT_NE(cudnn_description(*tp.platform).find("loaded"), std::string::npos) << cudnn_description(*tp.platform);
+  std::printf("cuDNN %s\n", cudnn_description(*tp.platform).c_str());
+}
+
+#if defined(ATTNKIT_HAS_CUDA)
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(std::size_t bytes) {
+    if (cudaMalloc(&ptr, bytes == 0 ? 16 : bytes) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+  Workspace span(std::size_t bytes) const { return {static_cast<std::byte*>(ptr), bytes}; }
+};
+
+std::vector<unsigned char> download(const TensorView& v) {
+  std::vector<unsigned char> host(static_cast<std::size_t>(v.span_bytes()));
+  if (cudaMemcpy(host.data(), v.data, host.size(), cudaMemcpyDeviceToHost) != cudaSuccess) host.clear();
+  return host;
+}
+
+// Plan::run only enqueues: a CUDA graph captures it, the helper kernels of
+// packed problems included, and the replay writes the same bytes.
+TEST(CudnnGpuRun, IsGraphCapturable) {
+  const TestPlatform tp = cudnn_platform();
+  if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
+  Problem dense = make(1024, 1024, 8, 2, 128, DType::bf16, MaskKind::causal);
+  Problem packed = make(400, 500, 4, 2, 64, DType::bf16, MaskKind::causal);
+  packed.layout = Layout::thd;
+  packed.batch = 3;
+  packed.return_lse = true;
+  ProblemDataOptions packed_lens;
+  packed_lens.q_lens = {400, 0, 77};
+  packed_lens.k_lens = {500, 3, 20};
+  for (const auto& [p, o] : {std::pair{dense, ProblemDataOptions{}}, {packed, packed_lens}}) {
+    auto data = HostProblemData::create(p, o);
+    ASSERT_TRUE(data.ok());
+    auto device = DeviceProblemData::upload(*data);
+    ASSERT_TRUE(device.ok()) << device.diagnostics().summary();
+    auto plan = cudnn_backend().plan(p, *tp.platform);
+    ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+    const std::size_t ws_bytes = (*plan)->workspace_bytes();
+    DeviceBuffer ws(ws_bytes);
+    const AttentionTensors& t = (*device)->tensors();
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    ASSERT_TRUE((*plan)->run(t, ws.span(ws_bytes), stream).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const auto direct_out = download(t.out);
+    const auto direct_lse = p.return_lse ? download(t.lse) : std::vector<unsigned char>{};
+    ASSERT_EQ(cudaMemset(t.out.data, 0xff, t.out.span_bytes()), cudaSuccess);
+    if (p.return_lse) {
+      ASSERT_EQ(cudaMemset(t.lse.data, 0xff, t.lse.span_bytes()), cudaSuccess);
+    }
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Diagnostics captured = (*plan)->run(t, ws.span(ws_bytes), stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(captured.ok()) << captured.summary();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(download(t.out), direct_out) << p.summary() << ": graph replay differs";
+    if (p.return_lse) {
+      EXPECT_EQ(download(t.lse), direct_lse) << p.summary() << ": graph replay LSE differs";
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// A BSHD plan run on BSHD views of BHSD memory (PyTorch's transposed q/k/v):
+// its own graph, built on the first run and kept; under capture a third
+// stride pattern is refused with AK2114 instead of being built.
+TEST(CudnnGpuRun, OtherStridesGetTheirOwnGraphOnce) {
+  const TestPlatform tp = cudnn_platform();
+  if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
+  Problem bhsd = make(256, 256, 8, 2, 64, DType::bf16, MaskKind::causal);
+  bhsd.layout = Layout::bhsd;
+  Problem bshd = bhsd;
+  bshd.layout = Layout::bshd;
+  auto data = HostProblemData::create(bhsd, {});
+  ASSERT_TRUE(data.ok());
+  auto device = DeviceProblemData::upload(*data);
+  ASSERT_TRUE(device.ok());
+  AttentionTensors views = (*device)->tensors();
+  for (TensorView* v : {&views.q, &views.k, &views.v, &views.out}) {
+    std::swap(v->shape[1], v->shape[2]);
+    std::swap(v->strides[1], v->strides[2]);
+  }
+  auto plan = cudnn_backend().plan(bshd, *tp.platform);
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+  DeviceBuffer ws((*plan)->workspace_bytes() + 1);
+  const Workspace span = ws.span((*plan)->workspace_bytes());
+
+  const CudnnGraphStats before = cudnn_graph_stats();
+  ASSERT_TRUE((*plan)->run(views, span, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const CudnnGraphStats after_first = cudnn_graph_stats();
+  EXPECT_EQ(after_first.built + after_first.cache_hits, before.built + before.cache_hits + 1);
+  ASSERT_TRUE((*plan)->run(views, span, nullptr).ok());
+  EXPECT_EQ(cudnn_graph_stats().built, after_first.built) << "the second run must reuse the graph";
+  ASSERT_TRUE((*device)->download_outputs(*data).ok());
+  expect_matches_reference(*data);
+
+  // out contiguous BSHD this time: a stride pattern the plan has not seen.
+  DeviceBuffer other_out(static_cast<std::size_t>(views.out.span_bytes()));
+  AttentionTensors third = views;
+  third.out = make_view(other_out.ptr, DType::bf16, {bshd.batch, bshd.seqlen_q, bshd.heads_q, bshd.head_dim_v},
+                        Device{DeviceKind::cuda, 0});
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Diagnostics captured = (*plan)->run(third, span, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  EXPECT_TRUE(captured.has_code("AK2114")) << captured.summary();
+}
+
+TEST(CudnnGpuRun, RefusesASmallWorkspaceAndUnalignedRows) {
+  const TestPlatform tp = cudnn_platform();
+  if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
+  Problem p = make(100, 120, 4, 2, 64, DType::bf16, MaskKind::causal);
+  p.layout = Layout::thd;
+  p.return_lse = true;
+  auto data = HostProblemData::create(p, {});
+  ASSERT_TRUE(data.ok());
+  auto device = DeviceProblemData::upload(*data);
+  ASSERT_TRUE(device.ok());
+  auto plan = cudnn_backend().plan(p, *tp.platform);
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+  const std::size_t bytes = (*plan)->workspace_bytes();
+  ASSERT_GT(bytes, 0u);  // lengths, offsets and stats live there
+  DeviceBuffer ws(bytes);
+  EXPECT_TRUE((*plan)->run((*device)->tensors(), ws.span(bytes - 1), nullptr).has_code("AK1110"));
+  AttentionTensors shifted = (*device)->tensors();
+  shifted.q.data = static_cast<std::byte*>(shifted.q.data) + 2;
+  EXPECT_TRUE((*plan)->run(shifted, ws.span(bytes), nullptr).has_code("AK1107"));
+}
+
+// Planning the same problem again finds its graph in the cache.
+TEST(CudnnGpuPlan, SharesTheGraphCache) {
+  const TestPlatform tp = cudnn_platform();
+  if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
+  const Problem p = make(768, 768, 8, 8, 128, DType::f16);
+  ASSERT_TRUE(cudnn_backend().plan(p, *tp.platform).ok());
+  const CudnnGraphStats first = cudnn_graph_stats();
+  ASSERT_TRUE(cudnn_backend().plan(p, *tp.platform).ok());
+  const CudnnGraphStats second = cudnn_graph_stats();
+  EXPECT_EQ(second.built, first.built);
+  EXPECT_GT(second.cache_hits, first.cache_hits);
+}
+
+// The target: a graph build under 200 ms per shape, over the dense
+// grid of design section 6 (after one warm-up build that loads cuDNN's engines).
+TEST(CudnnGpuPlan, GraphBuildUnder200msPerDenseGridShape) {
+  const TestPlatform tp = cudnn_platform();
+  if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
+  const auto t0 = cudnn_graph_stats();
+  ASSERT_TRUE(cudnn_backend().plan(make(96, 96, 2, 2, 64, DType::bf16), *tp.platform).ok());
+  std::printf("first build of the process (loads cuDNN's engines): %.1f ms\n",
+              cudnn_graph_stats().built > t0.built ? cudnn_graph_stats().last_build_ms : 0.0);
+  double worst = 0.0;
+  int built = 0;
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true})
+      for (int s : {512, 1024, 2048, 4096, 8192, 16384}) {
+        Problem p = make(s, s, 2048 / d, 2048 / d, d, DType::bf16, causal ? MaskKind::causal : MaskKind::none);
+        p.batch = 16384 / s;
+        const CudnnGraphStats before = cudnn_graph_stats();
+        auto plan = cudnn_backend().plan(p, *tp.platform);
+        ASSERT_TRUE(plan.ok()) << p.summary() << ": " << plan.diagnostics().summary();
+        const CudnnGraphStats after = cudnn_graph_stats();
+        if (after.built == before.built) continue;  // built earlier in this process
+        ++built;
+        worst = std::max(worst, after.last_build_ms);
+        std::printf("graph build d%d s%d %s: %.1f ms\n", d, s, causal ? "causal" : "full", after.last_build_ms);
+        EXPECT_LT(after.last_build_ms, 200.0) << p.summary();
+      }
+  std::printf("%d dense-grid graphs built, slowest %.1f ms\n", built, worst);
+}
+
+#endif  // ATTNKIT_HAS_CUDA
+
+}  // namespace
+}  // namespace attnkit::testing
