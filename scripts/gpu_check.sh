@@ -7,7 +7,7 @@
 # a short table is last.
 #
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
-#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,python,wheel,run,variants,bench
+#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,cudnn,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
@@ -124,6 +124,33 @@ if ! skip sanitizer; then
     echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
+fi
+
+# ---- cudnn backend (issue 16): its GPU tests, its share of the parity harness,
+# memcheck on its padded / ragged / paged paths. Own step (GPU_CHECK_SKIP=cudnn);
+# the dense-grid comparison with PyTorch's cuDNN runs in the bench step with
+# GPU_CHECK_TORCH_ARGS="--attnkit-backend fa2,cudnn".
+if ! skip cudnn; then
+  step "cudnn backend: test_cudnn, parity (cudnn cases), memcheck"
+  if cmake --build "$BUILD" -j"$JOBS" --target test_cudnn test_parity > "$LOGS/build_cudnn.log" 2>&1; then
+    "$BUILD/tests/test_cudnn" > "$LOGS/test_cudnn.log" 2>&1 || status=1
+    grep -E "^cuDNN |first build|slowest|Failure|FAILED|Skipped" "$LOGS/test_cudnn.log" | head -30
+    tail -3 "$LOGS/test_cudnn.log"
+    "$BUILD/tests/test_parity" --gtest_filter='AllBackends/Parity.MatchesReference/cudnn_*:ParityCoverage.*' \
+      > "$LOGS/parity_cudnn.log" 2>&1 || status=1
+    echo "cudnn parity: $(grep -cE '^\[       OK \] .*cudnn_.* \([0-9]+ ms\)$' "$LOGS/parity_cudnn.log") passed," \
+         "$(grep -cE '^\[  SKIPPED \] .*cudnn_.* \([0-9]+ ms\)$' "$LOGS/parity_cudnn.log") refused by check," \
+         "$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$LOGS/parity_cudnn.log") failed"
+    grep -A3 -E "^\[ RUN .*cudnn_" "$LOGS/parity_cudnn.log" | grep -E "declares it cannot|Failure|AK[0-9]{4}" | sort | uniq | head -30
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$BUILD/tests/test_cudnn" \
+      --gtest_filter='Cases/CudnnGpu.MatchesReference/varlen_causal_lse_sinks_bf16:Cases/CudnnGpu.MatchesReference/paged_decode_lse_bf16:Cases/CudnnGpu.MatchesReference/paged_prefill_causal_sinks_bf16:Cases/CudnnGpu.MatchesReference/causal_q333_k300_lse_sinks_bf16:Cases/CudnnGpu.MatchesReference/window_q500_k400_lse_bf16' \
+      > "$LOGS/sanitizer_cudnn.log" 2>&1
+    a=$?
+    echo "cudnn memcheck: exit $a; $(grep -E 'ERROR SUMMARY' "$LOGS/sanitizer_cudnn.log" | tr '\n' ' ')"
+    [[ $a -eq 0 ]] || status=1
+  else
+    echo "test_cudnn did not build:"; grep -E "error|Error" "$LOGS/build_cudnn.log" | head -20; status=1
+  fi
 fi
 
 if ! skip python; then

@@ -35,23 +35,17 @@ TestPlatform cudnn_platform() {
   return tp;
 }
 
-Problem make(int sq, int sk, int hq, int hkv, int d, DType t, MaskKind mask = MaskKind::none) {
-  return make_test_problem(sq, sk, hq, hkv, d, t, mask);
-}
-
 std::vector<ParityCase> cudnn_cases() {
   std::vector<ParityCase> c;
-  auto add = [&](std::string name, Problem p, ProblemDataOptions o = {}) {
-    o.seed = 5000 + c.size() * 17;
-    c.push_back({std::move(name), p, o});
-  };
+  auto add = [&](std::string name, const Problem& p, ProblemDataOptions o = {}) { add_case(c, name, p, o, 5000); };
   {
-    Problem p = make(1000, 1000, 8, 2, 128, DType::bf16, MaskKind::causal);  // top-left graph (sq == sk)
+    Problem p = make_test_problem(1000, 1000, 8, 2, 128, DType::bf16, MaskKind::causal);  // top-left graph (sq == sk)
     p.batch = 1;
     p.return_lse = true;
     add("causal_s1000_lse_bf16", p);
-    add("causal_q300_k1000_bf16", make(300, 1000, 4, 1, 64, DType::bf16, MaskKind::causal));
-    Problem q = make(333, 300, 4, 2, 128, DType::bf16, MaskKind::causal);  // rows without keys: padding mask
+    add("causal_q300_k1000_bf16", make_test_problem(300, 1000, 4, 1, 64, DType::bf16, MaskKind::causal));
+    Problem q =
+        make_test_problem(333, 300, 4, 2, 128, DType::bf16, MaskKind::causal);  // rows without keys: padding mask
     q.return_lse = true;
     add("causal_q333_k300_lse_bf16", q);
     q.has_sinks = true;
@@ -59,35 +53,31 @@ std::vector<ParityCase> cudnn_cases() {
   }
   int wi = 0;
   for (auto [l, r] : {std::pair{64, 0}, {-1, 7}, {16, 16}, {0, 0}}) {
-    Problem p = make(300, 450, 4, 2, 64, wi % 2 ? DType::f16 : DType::bf16, MaskKind::sliding_window);
+    Problem p = make_test_problem(300, 450, 4, 2, 64, wi % 2 ? DType::f16 : DType::bf16, MaskKind::sliding_window);
     p.window = {l, r};
     add("window" + std::to_string(wi++), p);
   }
   {
-    Problem p = make(500, 400, 4, 4, 64, DType::bf16, MaskKind::sliding_window);  // window, more queries than keys
+    Problem p =
+        make_test_problem(500, 400, 4, 4, 64, DType::bf16, MaskKind::sliding_window);  // window, more queries than keys
     p.window = {32, 0};
     p.return_lse = true;
     add("window_q500_k400_lse_bf16", p);
-    Problem g = make(512, 512, 16, 2, 256, DType::bf16, MaskKind::causal);
+    Problem g = make_test_problem(512, 512, 16, 2, 256, DType::bf16, MaskKind::causal);
     g.batch = 1;
     add("gqa8_d256_causal_bf16", g);
-    Problem d = make(256, 256, 4, 2, 192, DType::f16);
+    Problem d = make_test_problem(256, 256, 4, 2, 192, DType::f16);
     d.head_dim_v = 128;
     add("dqk192_dv128_f16", d);
-    Problem u = make(1, 4000, 8, 1, 128, DType::bf16, MaskKind::causal);
+    Problem u = make_test_problem(1, 4000, 8, 1, 128, DType::bf16, MaskKind::causal);
     u.return_lse = true;
     add("decode_k4000_lse_bf16", u);
-    Problem b = make(200, 260, 4, 2, 64, DType::f16, MaskKind::causal);
+    Problem b = make_test_problem(200, 260, 4, 2, 64, DType::f16, MaskKind::causal);
     b.layout = Layout::bhsd;
     add("bhsd_causal_f16", b);
-    Problem s = make(333, 333, 8, 8, 64, DType::bf16);
-    s.has_sinks = true;
-    s.return_lse = true;
-    s.scale = 0.2f;
-    add("sinks_lse_scale_bf16", s);
   }
   {
-    Problem p = make(777, 900, 4, 2, 128, DType::bf16, MaskKind::causal);
+    Problem p = make_test_problem(777, 900, 4, 2, 128, DType::bf16, MaskKind::causal);
     p.layout = Layout::thd;
     p.batch = 5;
     p.return_lse = true;
@@ -104,14 +94,14 @@ std::vector<ParityCase> cudnn_cases() {
     add("varlen_window_f16", p, o);
   }
   {
-    Problem p = make(1, 4000, 8, 2, 128, DType::bf16);
+    Problem p = make_test_problem(1, 4000, 8, 2, 128, DType::bf16);
     p.batch = 3;
     p.paged_kv = PagedKv{16};
     p.return_lse = true;
     ProblemDataOptions o;
     o.k_lens = {4000, 17, 0};
     add("paged_decode_lse_bf16", p, o);
-    Problem q = make(64, 500, 8, 2, 64, DType::bf16, MaskKind::causal);
+    Problem q = make_test_problem(64, 500, 8, 2, 64, DType::bf16, MaskKind::causal);
     q.paged_kv = PagedKv{32};
     q.has_sinks = true;
     q.return_lse = true;
@@ -138,6 +128,16 @@ TEST_P(CudnnGpu, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudnnGpu, ::testing::ValuesIn(cudnn_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// On a GPU machine a cudnn that was not built, or a cuDNN that does not load,
+// is a broken setup (frontend headers not carried, no libcudnn): say so loudly.
+TEST(CudnnGpuPlatform, BuiltAndLoadableWhereThereIsAGpu) {
+  const auto gpu = detect_cuda_platform();
+  if (!gpu) GTEST_SKIP() << "no CUDA device on this machine";
+  EXPECT_TRUE(cudnn_backend().capabilities().built)
+      << "cudnn was not compiled: configure with cudnn.h and the frontend headers (scripts/install_deps.sh)";
+  EXPECT_TRUE(gpu->has_cudnn) << cudnn_library().diagnostics().summary();
+}
 
 TEST(CudnnGpuPlatform, ReportsTheLoadedRelease) {
   const TestPlatform tp = cudnn_platform();
@@ -171,8 +171,8 @@ std::vector<unsigned char> download(const TensorView& v) {
 TEST(CudnnGpuRun, IsGraphCapturable) {
   const TestPlatform tp = cudnn_platform();
   if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
-  Problem dense = make(1024, 1024, 8, 2, 128, DType::bf16, MaskKind::causal);
-  Problem packed = make(400, 500, 4, 2, 64, DType::bf16, MaskKind::causal);
+  Problem dense = make_test_problem(1024, 1024, 8, 2, 128, DType::bf16, MaskKind::causal);
+  Problem packed = make_test_problem(400, 500, 4, 2, 64, DType::bf16, MaskKind::causal);
   packed.layout = Layout::thd;
   packed.batch = 3;
   packed.return_lse = true;
@@ -225,7 +225,7 @@ TEST(CudnnGpuRun, IsGraphCapturable) {
 TEST(CudnnGpuRun, OtherStridesGetTheirOwnGraphOnce) {
   const TestPlatform tp = cudnn_platform();
   if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
-  Problem bhsd = make(256, 256, 8, 2, 64, DType::bf16, MaskKind::causal);
+  Problem bhsd = make_test_problem(256, 256, 8, 2, 64, DType::bf16, MaskKind::causal);
   bhsd.layout = Layout::bhsd;
   Problem bshd = bhsd;
   bshd.layout = Layout::bshd;
@@ -272,7 +272,7 @@ TEST(CudnnGpuRun, OtherStridesGetTheirOwnGraphOnce) {
 TEST(CudnnGpuRun, RefusesASmallWorkspaceAndUnalignedRows) {
   const TestPlatform tp = cudnn_platform();
   if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
-  Problem p = make(100, 120, 4, 2, 64, DType::bf16, MaskKind::causal);
+  Problem p = make_test_problem(100, 120, 4, 2, 64, DType::bf16, MaskKind::causal);
   p.layout = Layout::thd;
   p.return_lse = true;
   auto data = HostProblemData::create(p, {});
@@ -294,7 +294,7 @@ TEST(CudnnGpuRun, RefusesASmallWorkspaceAndUnalignedRows) {
 TEST(CudnnGpuPlan, SharesTheGraphCache) {
   const TestPlatform tp = cudnn_platform();
   if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
-  const Problem p = make(768, 768, 8, 8, 128, DType::f16);
+  const Problem p = make_test_problem(768, 768, 8, 8, 128, DType::f16);
   ASSERT_TRUE(cudnn_backend().plan(p, *tp.platform).ok());
   const CudnnGraphStats first = cudnn_graph_stats();
   ASSERT_TRUE(cudnn_backend().plan(p, *tp.platform).ok());
@@ -309,7 +309,7 @@ TEST(CudnnGpuPlan, GraphBuildUnder200msPerDenseGridShape) {
   const TestPlatform tp = cudnn_platform();
   if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
   const auto t0 = cudnn_graph_stats();
-  ASSERT_TRUE(cudnn_backend().plan(make(96, 96, 2, 2, 64, DType::bf16), *tp.platform).ok());
+  ASSERT_TRUE(cudnn_backend().plan(make_test_problem(96, 96, 2, 2, 64, DType::bf16), *tp.platform).ok());
   std::printf("first build of the process (loads cuDNN's engines): %.1f ms\n",
               cudnn_graph_stats().built > t0.built ? cudnn_graph_stats().last_build_ms : 0.0);
   double worst = 0.0;
@@ -317,7 +317,8 @@ TEST(CudnnGpuPlan, GraphBuildUnder200msPerDenseGridShape) {
   for (int d : {64, 128, 256})
     for (bool causal : {false, true})
       for (int s : {512, 1024, 2048, 4096, 8192, 16384}) {
-        Problem p = make(s, s, 2048 / d, 2048 / d, d, DType::bf16, causal ? MaskKind::causal : MaskKind::none);
+        Problem p =
+            make_test_problem(s, s, 2048 / d, 2048 / d, d, DType::bf16, causal ? MaskKind::causal : MaskKind::none);
         p.batch = 16384 / s;
         const CudnnGraphStats before = cudnn_graph_stats();
         auto plan = cudnn_backend().plan(p, *tp.platform);

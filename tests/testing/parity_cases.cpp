@@ -22,11 +22,16 @@ std::string dt(DType t) { return std::string(dtype_name(t)); }
 
 }  // namespace
 
+void add_case(std::vector<ParityCase>& list, std::string name, const Problem& p, ProblemDataOptions o,
+              std::uint64_t seed_base) {
+  o.seed = seed_base + list.size() * 7919;
+  list.push_back({std::move(name), p, std::move(o)});
+}
+
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
-  auto add = [&](std::string name, Problem p, ProblemDataOptions o = {}) {
-    o.seed = cases.size() * 7919 + 1;
-    cases.push_back({std::move(name), p, o});
+  auto add = [&](std::string name, const Problem& p, ProblemDataOptions o = {}) {
+    add_case(cases, std::move(name), p, std::move(o));
   };
 
   // Sequence lengths, each dtype, plain and causal.

@@ -163,8 +163,8 @@ TEST(CudnnSpec, LayoutsBecomeCudnnDimsAndStrides) {
   p.return_lse = true;
   s = cudnn::make_graph_spec(p, cudnn::canonical_binding(p), 0, 90, true);
   EXPECT_TRUE(s.ragged && s.padded && s.stats_ragged);
-  EXPECT_EQ(s.q.stride[1], 64);      // head
-  EXPECT_EQ(s.q.stride[2], 8 * 64);  // token
+  EXPECT_EQ(s.q.stride[1], 64);                                                     // head
+  EXPECT_EQ(s.q.stride[2], 8 * 64);                                                 // token
   EXPECT_EQ(s.stats_dims.stride, (std::array<std::int64_t, 4>{100 * 8, 1, 8, 1}));  // [total_q, h]
   EXPECT_FALSE(s.offsets_int64);
 }
@@ -201,7 +201,7 @@ TEST(CudnnSpec, PagedCachesUseContainerDims) {
   p.paged_kv = PagedKv{16};
   const cudnn::GraphSpec s = cudnn::make_graph_spec(p, cudnn::canonical_binding(p), 0, 90, true);
   EXPECT_TRUE(s.paged && s.padded);
-  EXPECT_EQ(s.max_pages, 19);  // ceil(300 / 16)
+  EXPECT_EQ(s.max_pages, 19);                                             // ceil(300 / 16)
   EXPECT_EQ(s.k.dim, (std::array<std::int64_t, 4>{2 * 19, 2, 16, 128}));  // (pages, h, page, d)
   EXPECT_EQ(s.k.stride, (std::array<std::int64_t, 4>{16 * 2 * 128, 128, 2 * 128, 1}));
   EXPECT_EQ(s.seqlen_k(), 19 * 16);

@@ -22,8 +22,10 @@ __device__ Lengths lengths(const SequenceSource& s, int b) {
     l.q_offset = s.cu_q[b * s.cu_q_stride];
     l.q = static_cast<int>(s.cu_q[(b + 1) * s.cu_q_stride] - l.q_offset);
   }
-  if (s.seqlens_k != nullptr) l.k = s.seqlens_k[b * s.seqlens_k_stride];
-  else if (s.cu_k != nullptr) l.k = s.cu_k[(b + 1) * s.cu_k_stride] - s.cu_k[b * s.cu_k_stride];
+  if (s.seqlens_k != nullptr)
+    l.k = s.seqlens_k[b * s.seqlens_k_stride];
+  else if (s.cu_k != nullptr)
+    l.k = s.cu_k[(b + 1) * s.cu_k_stride] - s.cu_k[b * s.cu_k_stride];
   l.q = min(max(l.q, 0), s.seqlen_q);
   l.k = min(max(l.k, 0), s.seqlen_k);
   return l;
@@ -48,16 +50,17 @@ __global__ void prepare_kernel(PrepareParams p) {
         const std::int32_t* cu = kv ? p.seq.cu_k : p.seq.cu_q;
         const std::int64_t stride = kv ? p.seq.cu_k_stride : p.seq.cu_q_stride;
         const std::int64_t offset = static_cast<std::int64_t>(cu[i * stride]) * p.token_stride[r];
-        if (p.offsets_int64) static_cast<std::int64_t*>(p.ragged[r])[i] = offset;
-        else static_cast<std::int32_t*>(p.ragged[r])[i] = static_cast<std::int32_t>(offset);
+        if (p.offsets_int64)
+          static_cast<std::int64_t*>(p.ragged[r])[i] = offset;
+        else
+          static_cast<std::int32_t*>(p.ragged[r])[i] = static_cast<std::int32_t>(offset);
       }
     }
     if (i < table) {
       const int b = static_cast<int>(i / p.max_pages), j = static_cast<int>(i % p.max_pages);
       const int used = (lengths(p.seq, b).k + p.page_size - 1) / p.page_size;
-      p.page_table[i] = j < used && j < p.table_cols
-                            ? p.block_table[b * p.block_table_strides[0] + j * p.block_table_strides[1]]
-                            : 0;
+      p.page_table[i] =
+          j < used && j < p.table_cols ? p.block_table[b * p.block_table_strides[0] + j * p.block_table_strides[1]] : 0;
     }
     if (i < 6 && p.scalars != nullptr) p.scalars[i] = p.scalar_values[i];
   }
@@ -81,10 +84,14 @@ __global__ void finish_kernel(FinishParams p) {
       }
       if (p.lse == nullptr) continue;
       float value;
-      if (empty) value = p.sinks != nullptr ? p.sinks[h * p.sinks_stride] : -INFINITY;  // log(exp(sink)) or log(0)
-      else if (p.stats == nullptr) continue;  // cuDNN wrote this row's LSE in place
-      else if (p.stats_ragged) value = p.stats[(l.q_offset + i) * p.stats_strides[2] + h * p.stats_strides[1]];
-      else value = p.stats[b * p.stats_strides[0] + h * p.stats_strides[1] + i * p.stats_strides[2]];
+      if (empty)
+        value = p.sinks != nullptr ? p.sinks[h * p.sinks_stride] : -INFINITY;  // log(exp(sink)) or log(0)
+      else if (p.stats == nullptr)
+        continue;  // cuDNN wrote this row's LSE in place
+      else if (p.stats_ragged)
+        value = p.stats[(l.q_offset + i) * p.stats_strides[2] + h * p.stats_strides[1]];
+      else
+        value = p.stats[b * p.stats_strides[0] + h * p.stats_strides[1] + i * p.stats_strides[2]];
       const std::int64_t at = p.layout == Layout::thd
                                   ? h * p.lse_strides[0] + (l.q_offset + i) * p.lse_strides[1]
                                   : b * p.lse_strides[0] + h * p.lse_strides[1] + i * p.lse_strides[2];

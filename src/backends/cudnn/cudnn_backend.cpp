@@ -66,7 +66,8 @@ Result<Planned> plan_graph(const Problem& p, const Target& target) {
   Diagnostics refusals;
   for (bool stats_ragged : {true, false}) {
     if (stats_ragged && !try_ragged_stats) continue;
-    cudnn::GraphSpec spec = cudnn::make_graph_spec(p, cudnn::canonical_binding(p), target.device, target.sm, stats_ragged);
+    cudnn::GraphSpec spec =
+        cudnn::make_graph_spec(p, cudnn::canonical_binding(p), target.device, target.sm, stats_ragged);
     auto built = cudnn::find_or_build(spec);
     if (built) return Planned{spec, built.value()};
     refusals.append(built.diagnostics());
@@ -186,10 +187,10 @@ class CudnnPlan final : public Plan {
     auto built = cudnn::find_or_build(spec);
     if (!built) return built.diagnostics();
     if (built.value().workspace_bytes > cudnn_bytes_)
-      return diagnose("AK2114", {{"binding", binding},
-                                 {"reason", "needs " + std::to_string(built.value().workspace_bytes) +
-                                                " bytes of cuDNN workspace, the plan reserved " +
-                                                std::to_string(cudnn_bytes_)}});
+      return diagnose("AK2114",
+                      {{"binding", binding},
+                       {"reason", "needs " + std::to_string(built.value().workspace_bytes) +
+                                      " bytes of cuDNN workspace, the plan reserved " + std::to_string(cudnn_bytes_)}});
     others_.emplace_back(shape, Entry{std::move(spec), built.value()});
     return &others_.back().second;
   }
@@ -217,7 +218,8 @@ class CudnnPlan final : public Plan {
     return s;
   }
 
-  Diagnostics prepare(const cudnn::GraphSpec& spec, const AttentionTensors& t, std::byte* aux, StreamHandle stream) const {
+  Diagnostics prepare(const cudnn::GraphSpec& spec, const AttentionTensors& t, std::byte* aux,
+                      StreamHandle stream) const {
     const Problem& p = problem();
     cudnn::PrepareParams pp;
     pp.batch = p.batch;
@@ -332,7 +334,8 @@ class CudnnBackend final : public Backend {
     Diagnostics why = validate_problem(p);
     why.append(check(p, platform));
     if (!why.ok()) return why;
-    if (!caps_.built) return diagnose("AK2111", {{"backend", "cudnn"}, {"detail", " (no cuDNN frontend in this build)"}});
+    if (!caps_.built)
+      return diagnose("AK2111", {{"backend", "cudnn"}, {"detail", " (no cuDNN frontend in this build)"}});
     if (!platform.detected) return std::unique_ptr<Plan>(std::make_unique<CudnnPlan>(p, platform.label()));
     auto target = current_target();
     if (!target) return target.diagnostics();

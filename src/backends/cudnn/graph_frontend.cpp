@@ -43,10 +43,10 @@ Diagnostic call_failed(const std::string& call, const std::string& error) {
 }
 
 Diagnostic refused(const GraphSpec& s, const std::string& stage, fe::error_t status) {
-  return diagnose("AK2113", {{"version", fe::detail::get_backend_version_string()},
-                             {"platform", "sm_" + std::to_string(s.sm)},
-                             {"reason", "cuDNN's " + stage + " refused the graph (" + s.summary() +
-                                            "): " + status.get_message()}});
+  return diagnose(
+      "AK2113", {{"version", fe::detail::get_backend_version_string()},
+                 {"platform", "sm_" + std::to_string(s.sm)},
+                 {"reason", "cuDNN's " + stage + " refused the graph (" + s.summary() + "): " + status.get_message()}});
 }
 
 fe::DataType_t fe_type(DType t) {
@@ -114,8 +114,11 @@ Result<std::shared_ptr<fe::graph::Graph>> describe(const GraphSpec& s) {
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](Uid uid, const char* name, const Dims4& t) {
-    return g->tensor(Tensor_attributes().set_uid(static_cast<int>(uid)).set_name(name).set_dim(vec(t.dim)).set_stride(
-        vec(t.stride)));
+    return g->tensor(Tensor_attributes()
+                         .set_uid(static_cast<int>(uid))
+                         .set_name(name)
+                         .set_dim(vec(t.dim))
+                         .set_stride(vec(t.stride)));
   };
   // A [n, 1, 1, 1] column of lengths, offsets or scalars.
   auto column = [&](Uid uid, const char* name, std::int64_t n, fe::DataType_t type) {
@@ -131,9 +134,11 @@ Result<std::shared_ptr<fe::graph::Graph>> describe(const GraphSpec& s) {
   auto K = tensor(Uid::k, s.paged ? "container_K" : "K", s.k);
   auto V = tensor(Uid::v, s.paged ? "container_V" : "V", s.v);
 
-  auto attrs = fe::graph::SDPA_attributes().set_name("attnkit_sdpa").set_generate_stats(s.stats).set_attn_scale(s.scale);
+  auto attrs =
+      fe::graph::SDPA_attributes().set_name("attnkit_sdpa").set_generate_stats(s.stats).set_attn_scale(s.scale);
   if (s.window_left >= 0 || s.window_right >= 0) {
-    attrs.set_diagonal_alignment(s.top_left ? fe::DiagonalAlignment_t::TOP_LEFT : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
+    attrs.set_diagonal_alignment(s.top_left ? fe::DiagonalAlignment_t::TOP_LEFT
+                                            : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
     if (s.window_right >= 0) attrs.set_diagonal_band_right_bound(s.window_right);
     // cuDNN keeps keys j > i + off - bound; attnkit keeps j >= i + off - left.
     if (s.window_left >= 0) attrs.set_diagonal_band_left_bound(s.window_left + 1);
@@ -183,15 +188,21 @@ Result<std::shared_ptr<fe::graph::Graph>> describe(const GraphSpec& s) {
     O = outs[0];
     Stats = outs[1];
     for (auto [t, uid] : {std::pair{outs[2], Uid::amax_s}, {outs[3], Uid::amax_o}})
-      t->set_output(true).set_uid(static_cast<int>(uid)).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
-          fe::DataType_t::FLOAT);
+      t->set_output(true)
+          .set_uid(static_cast<int>(uid))
+          .set_dim({1, 1, 1, 1})
+          .set_stride({1, 1, 1, 1})
+          .set_data_type(fe::DataType_t::FLOAT);
   } else {
     auto outs = g->sdpa(Q, K, V, attrs);
     O = outs[0];
     Stats = outs[1];
   }
-  O->set_output(true).set_uid(static_cast<int>(Uid::o)).set_dim(vec(s.o.dim)).set_stride(vec(s.o.stride)).set_data_type(
-      fe_type(s.out));
+  O->set_output(true)
+      .set_uid(static_cast<int>(Uid::o))
+      .set_dim(vec(s.o.dim))
+      .set_stride(vec(s.o.stride))
+      .set_data_type(fe_type(s.out));
   if (ragged_o) O->set_ragged_offset(ragged_o);
   if (s.stats) {
     Stats->set_output(true)

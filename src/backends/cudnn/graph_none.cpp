@@ -7,8 +7,9 @@ namespace attnkit::cudnn {
 namespace {
 Diagnostic not_built() {
   return diagnose("AK2111", {{"backend", "cudnn"},
-                             {"detail", " (configured without CUDA, cudnn.h or the cuDNN frontend headers: run "
-                                        "scripts/install_deps.sh and reconfigure)"}});
+                             {"detail",
+                              " (configured without CUDA, cudnn.h or the cuDNN frontend headers: run "
+                              "scripts/install_deps.sh and reconfigure)"}});
 }
 }  // namespace
 

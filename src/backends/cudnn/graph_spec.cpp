@@ -25,8 +25,8 @@ std::array<std::int64_t, 4> dense(std::array<std::int64_t, 4> dims, int rank) {
 }
 
 // q-like tensors (q, k, v, out) of the layout: TensorView strides -> cuDNN's (b, h, s, d).
-Dims4 qkv_dims(Layout layout, const std::array<std::int64_t, 4>& st, std::int64_t b, std::int64_t h,
-               std::int64_t s, std::int64_t d) {
+Dims4 qkv_dims(Layout layout, const std::array<std::int64_t, 4>& st, std::int64_t b, std::int64_t h, std::int64_t s,
+               std::int64_t d) {
   Dims4 out;
   out.dim = {b, h, s, d};
   switch (layout) {
@@ -51,8 +51,7 @@ constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
 }  // namespace
 
 bool needs_padding_mask(const Problem& p) {
-  return p.layout == Layout::thd || p.paged_kv.has_value() ||
-         (p.mask != MaskKind::none && p.seqlen_q > p.seqlen_k);
+  return p.layout == Layout::thd || p.paged_kv.has_value() || (p.mask != MaskKind::none && p.seqlen_q > p.seqlen_k);
 }
 
 BindingShape canonical_binding(const Problem& p) {
@@ -128,9 +127,12 @@ GraphSpec make_graph_spec(const Problem& p, const BindingShape& b, int device, i
   s.stats = p.return_lse;
   s.stats_ragged = thd && s.stats && stats_ragged;
   s.stats_dims.dim = {B, Hq, Sq, 1};
-  if (!thd) s.stats_dims.stride = {b.lse[0], b.lse[1], b.lse[2], 1};
-  else if (s.stats_ragged) s.stats_dims.stride = {Sq * Hq, 1, Hq, 1};  // [total_q, hq], token-major
-  else s.stats_dims.stride = {Hq * Sq, Sq, 1, 1};                      // padded [b, hq, sq]
+  if (!thd)
+    s.stats_dims.stride = {b.lse[0], b.lse[1], b.lse[2], 1};
+  else if (s.stats_ragged)
+    s.stats_dims.stride = {Sq * Hq, 1, Hq, 1};  // [total_q, hq], token-major
+  else
+    s.stats_dims.stride = {Hq * Sq, Sq, 1, 1};  // padded [b, hq, sq]
   if (s.stats) fix_broadcast_strides(s.stats_dims);
   s.sinks = p.has_sinks;
   s.sinks_stride = p.has_sinks ? (b.sinks == 0 ? 1 : b.sinks) : 1;

@@ -15,12 +15,29 @@ namespace attnkit::cudnn {
 
 // The graph's tensors; also their cuDNN uids and their slots in a VariantPack.
 enum class Uid : int {
-  q = 1, k, v, o, stats,
-  seq_q, seq_kv,                                   // per-sequence lengths (padding mask)
-  ragged_q, ragged_k, ragged_v, ragged_o, ragged_stats,  // THD: per-sequence element offsets
-  page_table_k, page_table_v,                      // paged KV
+  q = 1,
+  k,
+  v,
+  o,
+  stats,
+  seq_q,
+  seq_kv,  // per-sequence lengths (padding mask)
+  ragged_q,
+  ragged_k,
+  ragged_v,
+  ragged_o,
+  ragged_stats,  // THD: per-sequence element offsets
+  page_table_k,
+  page_table_v,  // paged KV
   sinks,
-  descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, amax_s, amax_o,  // fp8
+  descale_q,
+  descale_k,
+  descale_v,
+  descale_s,
+  scale_s,
+  scale_o,
+  amax_s,
+  amax_o,  // fp8
   count
 };
 
@@ -63,15 +80,15 @@ struct GraphSpec {
   // Masks in attnkit's terms: keys j with i + off - left <= j <= i + off + right
   // stay (off = sk - sq, per sequence when padded); -1 is unbounded.
   int window_left = -1, window_right = -1;
-  bool top_left = false;    // fixed sq == sk: off = 0, PyTorch's diagonal (the same mask)
-  bool padded = false;      // seq_q / seq_kv tensors and cuDNN's padding mask
-  bool ragged = false;      // THD: q, k, v, o (and stats) at per-sequence offsets
+  bool top_left = false;  // fixed sq == sk: off = 0, PyTorch's diagonal (the same mask)
+  bool padded = false;    // seq_q / seq_kv tensors and cuDNN's padding mask
+  bool ragged = false;    // THD: q, k, v, o (and stats) at per-sequence offsets
   bool offsets_int64 = false;
   bool paged = false;
   std::int64_t page_size = 0, max_pages = 0;  // paged: tables [b, 1, max_pages, 1]
-  bool stats = false;       // the LSE output
-  bool stats_ragged = false;  // THD: stats [total_q, hq] at ragged offsets; else [b, hq, sq]
-  Dims4 stats_dims;         // (b, hq, sq, 1)
+  bool stats = false;                         // the LSE output
+  bool stats_ragged = false;                  // THD: stats [total_q, hq] at ragged offsets; else [b, hq, sq]
+  Dims4 stats_dims;                           // (b, hq, sq, 1)
   bool sinks = false;
   std::int64_t sinks_stride = 1;
 

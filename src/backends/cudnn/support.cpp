@@ -24,7 +24,9 @@ Diagnostics support_reasons(const Problem& p, int sm, int version) {
   auto before = [&](int v) { return version > 0 && version < v; };
   auto at_most = [&](int v) { return version > 0 && version <= v; };
   const auto dtype_mismatch = [&](const char* role, DType got, std::string supported) {
-    out.add("AK2104", {{"backend", "cudnn"}, {"role", role}, {"dtype", std::string(dtype_name(got))},
+    out.add("AK2104", {{"backend", "cudnn"},
+                       {"role", role},
+                       {"dtype", std::string(dtype_name(got))},
                        {"supported", std::move(supported)}});
   };
 
@@ -60,8 +62,7 @@ Diagnostics support_reasons(const Problem& p, int sm, int version) {
     if (paged && d_max > 128 && at_most(90900)) refuse("paged KV caches with head dims above 128 need cuDNN 9.10");
     if (paged && thd && before(90700)) refuse("a paged KV cache under packed (THD) queries needs cuDNN 9.7");
     if (thd && sm < 90 && before(91801)) refuse("packed (THD) sequences below sm_90 need cuDNN 9.18.1");
-    if (has_left && !has_right && before(91002))
-      refuse("a window without a right bound needs cuDNN 9.10.2");
+    if (has_left && !has_right && before(91002)) refuse("a window without a right bound needs cuDNN 9.10.2");
     if (version == 91400 && has_left && !has_right && p.seqlen_k > 1024)
       refuse("cuDNN 9.14.0 has a known bug with a left-only window over more than 1024 keys; use 9.14.1 or newer");
     if (bottom_right && has_right && before(90600) && (p.seqlen_q % 64 != 0 || p.seqlen_k % 64 != 0))
@@ -77,14 +78,14 @@ Diagnostics support_reasons(const Problem& p, int sm, int version) {
   // fp8 (e4m3 / e5m2) inputs, per-tensor descales.
   if (sm < 90) refuse("fp8 attention needs sm_90 or newer");
   if (major == 9)
-    refuse("cuDNN's fp8 attention on Hopper writes fp8 outputs, which attnkit's output types (fp16, bf16, fp32) "
-           "exclude; fp16/bf16 outputs need Blackwell (sm_100+)");
+    refuse(
+        "cuDNN's fp8 attention on Hopper writes fp8 outputs, which attnkit's output types (fp16, bf16, fp32) "
+        "exclude; fp16/bf16 outputs need Blackwell (sm_100+)");
   if (before(91300)) refuse("fp8 inputs with fp16/bf16 outputs need cuDNN 9.13");
   const bool d192 = !before(91900) && p.head_dim_qk == 192 && p.head_dim_v == 128;
   if ((p.head_dim_qk > 128 || p.head_dim_qk % 16 != 0) && !d192)
     refuse("fp8 head dims must be multiples of 16 up to 128 (or d_qk 192 with d_v 128 from cuDNN 9.19)");
-  if (p.head_dim_v > 128 || p.head_dim_v % 16 != 0)
-    refuse("fp8 head dim d_v must be a multiple of 16 up to 128");
+  if (p.head_dim_v > 128 || p.head_dim_v % 16 != 0) refuse("fp8 head dim d_v must be a multiple of 16 up to 128");
   if (major == 12 && thd) refuse("fp8 attention with packed (THD) sequences is not supported on sm_12x");
   if (bottom_right && has_right && before(90700)) refuse("fp8 with a bottom-right causal mask needs cuDNN 9.7");
   if (p.mask == MaskKind::sliding_window) refuse("the cudnn backend wires fp8 for no mask and causal only");
