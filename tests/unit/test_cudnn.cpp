@@ -165,7 +165,8 @@ TEST(CudnnSpec, LayoutsBecomeCudnnDimsAndStrides) {
   EXPECT_TRUE(s.ragged && s.padded && s.stats_ragged);
   EXPECT_EQ(s.q.stride[1], 64);                                                     // head
   EXPECT_EQ(s.q.stride[2], 8 * 64);                                                 // token
-  EXPECT_EQ(s.stats_dims.stride, (std::array<std::int64_t, 4>{100 * 8, 1, 8, 1}));  // [total_q, h]
+  EXPECT_EQ(s.q.dim, (std::array<std::int64_t, 4>{2, 8, 128, 64}));                 // longest length bucketed
+  EXPECT_EQ(s.stats_dims.stride, (std::array<std::int64_t, 4>{128 * 8, 1, 8, 1}));  // [total_q, h]
   EXPECT_FALSE(s.offsets_int64);
 }
 
@@ -201,10 +202,32 @@ TEST(CudnnSpec, PagedCachesUseContainerDims) {
   p.paged_kv = PagedKv{16};
   const cudnn::GraphSpec s = cudnn::make_graph_spec(p, cudnn::canonical_binding(p), 0, 90, true);
   EXPECT_TRUE(s.paged && s.padded);
-  EXPECT_EQ(s.max_pages, 19);                                             // ceil(300 / 16)
-  EXPECT_EQ(s.k.dim, (std::array<std::int64_t, 4>{2 * 19, 2, 16, 128}));  // (pages, h, page, d)
+  EXPECT_EQ(s.max_pages, 32);                                             // ceil(300 / 16) = 19 table columns, bucketed
+  EXPECT_EQ(s.k.dim, (std::array<std::int64_t, 4>{2 * 19, 2, 16, 128}));  // (pages, h, page, d): the real cache
   EXPECT_EQ(s.k.stride, (std::array<std::int64_t, 4>{16 * 2 * 128, 128, 2 * 128, 1}));
-  EXPECT_EQ(s.seqlen_k(), 19 * 16);
+  EXPECT_EQ(s.seqlen_k(), 32 * 16);
+}
+
+// Packed calls whose batch or longest sequence differ a little share a graph:
+// cuDNN reads the real lengths from seq_q / seq_kv.
+TEST(CudnnSpec, PackedCallsShareBucketedGraphs) {
+  Problem a = make_test_problem(100, 150, 8, 2, 64, DType::bf16, MaskKind::causal);
+  a.layout = Layout::thd;
+  a.batch = 3;
+  Problem b = a;
+  b.seqlen_q = 120;
+  b.seqlen_k = 250;
+  b.batch = 4;
+  const cudnn::GraphDims dims = cudnn::graph_dims(b);
+  EXPECT_EQ(dims.batch, 4);
+  EXPECT_EQ(dims.seqlen_q, 128);
+  EXPECT_EQ(dims.seqlen_k, 256);
+  auto key = [](const Problem& p) { return cudnn::make_graph_spec(p, cudnn::canonical_binding(p), 0, 90, true).key(); };
+  EXPECT_EQ(key(a), key(b));
+  b.seqlen_q = 129;
+  EXPECT_NE(key(a), key(b));
+  const Problem dense = make_test_problem(100, 150, 8, 2, 64, DType::bf16);
+  EXPECT_EQ(cudnn::graph_dims(dense).seqlen_q, 100);  // dense tensors: the dims are the tensors'
 }
 
 // The frontend's validation runs here (no device: the spec names the SM) and

@@ -31,25 +31,32 @@ __device__ Lengths lengths(const SequenceSource& s, int b) {
   return l;
 }
 
+// The graph's sequences past the call's are empty: no queries, no keys.
+__device__ Lengths graph_lengths(const PrepareParams& p, int b) {
+  return b < p.batch ? lengths(p.seq, b) : Lengths{0, 0, 0};
+}
+
 __global__ void prepare_kernel(PrepareParams p) {
-  const std::int64_t offsets = p.batch + 1;
-  const std::int64_t table = p.page_table != nullptr ? static_cast<std::int64_t>(p.batch) * p.max_pages : 0;
+  const std::int64_t offsets = p.graph_batch + 1;
+  const std::int64_t table = p.page_table != nullptr ? static_cast<std::int64_t>(p.graph_batch) * p.max_pages : 0;
   const std::int64_t total = max(max(offsets, table), std::int64_t{6});
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
        i += std::int64_t{gridDim.x} * blockDim.x) {
-    if (i < p.batch && p.seq_q != nullptr) {
-      const Lengths l = lengths(p.seq, static_cast<int>(i));
+    if (i < p.graph_batch && p.seq_q != nullptr) {
+      const Lengths l = graph_lengths(p, static_cast<int>(i));
       p.seq_q[i] = l.q;
       p.seq_kv[i] = l.k;
     }
     if (i < offsets) {
-      // q, o and stats rows follow cu_seqlens_q; k and v rows cu_seqlens_k.
+      // q, o and stats rows follow cu_seqlens_q; k and v rows cu_seqlens_k. An
+      // empty sequence past the call's starts where the packed rows end.
+      const std::int64_t b = min(i, std::int64_t{p.batch});
       for (int r = 0; r < 5; ++r) {
         if (p.ragged[r] == nullptr) continue;
         const bool kv = r == 1 || r == 2;
         const std::int32_t* cu = kv ? p.seq.cu_k : p.seq.cu_q;
         const std::int64_t stride = kv ? p.seq.cu_k_stride : p.seq.cu_q_stride;
-        const std::int64_t offset = static_cast<std::int64_t>(cu[i * stride]) * p.token_stride[r];
+        const std::int64_t offset = static_cast<std::int64_t>(cu[b * stride]) * p.token_stride[r];
         if (p.offsets_int64)
           static_cast<std::int64_t*>(p.ragged[r])[i] = offset;
         else
@@ -58,7 +65,7 @@ __global__ void prepare_kernel(PrepareParams p) {
     }
     if (i < table) {
       const int b = static_cast<int>(i / p.max_pages), j = static_cast<int>(i % p.max_pages);
-      const int used = (lengths(p.seq, b).k + p.page_size - 1) / p.page_size;
+      const int used = (graph_lengths(p, b).k + p.page_size - 1) / p.page_size;
       p.page_table[i] =
           j < used && j < p.table_cols ? p.block_table[b * p.block_table_strides[0] + j * p.block_table_strides[1]] : 0;
     }
@@ -109,7 +116,8 @@ int blocks_for(std::int64_t n) {
 }  // namespace
 
 int launch_prepare(const PrepareParams& p, void* stream) {
-  const std::int64_t n = p.page_table != nullptr ? static_cast<std::int64_t>(p.batch) * p.max_pages : p.batch + 1;
+  const std::int64_t n =
+      p.page_table != nullptr ? static_cast<std::int64_t>(p.graph_batch) * p.max_pages : p.graph_batch + 1;
   prepare_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   return static_cast<int>(cudaGetLastError());
 }

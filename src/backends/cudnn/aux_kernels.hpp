@@ -26,15 +26,16 @@ struct SequenceSource {
 };
 
 struct PrepareParams {
-  int batch = 0;
+  int batch = 0;        // the call's sequences
+  int graph_batch = 0;  // the graph's (>= batch: the sequences past batch are empty)
   SequenceSource seq;
-  std::int32_t* seq_q = nullptr;  // [batch] outputs (nullptr: no padding mask)
+  std::int32_t* seq_q = nullptr;  // [graph_batch] outputs (nullptr: no padding mask)
   std::int32_t* seq_kv = nullptr;
-  // Ragged element offsets [batch + 1] of q, k, v, o, stats: cu[b] * token_stride.
+  // Ragged element offsets [graph_batch + 1] of q, k, v, o, stats: cu[b] * token_stride.
   void* ragged[5] = {};
   std::int64_t token_stride[5] = {};
   bool offsets_int64 = false;
-  // Paged: the caller's block table [batch, table_cols] -> page_table [batch, max_pages].
+  // Paged: the caller's block table [batch, table_cols] -> page_table [graph_batch, max_pages].
   const std::int32_t* block_table = nullptr;
   std::int64_t block_table_strides[2] = {};
   int table_cols = 0, max_pages = 0, page_size = 0;

@@ -85,7 +85,8 @@ struct AuxLayout {
   std::int64_t bytes = 0;
 
   explicit AuxLayout(const Problem& p) {
-    const std::int64_t B = p.batch;
+    const cudnn::GraphDims g = cudnn::graph_dims(p);  // the graph's batch and lengths: cuDNN reads that many
+    const std::int64_t B = g.batch;
     auto add = [&](std::int64_t n) {
       const std::int64_t at = bytes;
       bytes += (n + 255) / 256 * 256;
@@ -101,9 +102,9 @@ struct AuxLayout {
         if ((kv && p.paged_kv) || (r == 4 && !p.return_lse)) continue;
         ragged[r] = add(8 * (B + 1));  // room for 64-bit offsets
       }
-      if (p.return_lse) stats = add(4 * B * p.heads_q * std::int64_t{p.seqlen_q});
+      if (p.return_lse) stats = add(4 * B * p.heads_q * g.seqlen_q);
     }
-    if (p.paged_kv) page_table = add(4 * B * ((p.seqlen_k + p.paged_kv->page_size - 1) / p.paged_kv->page_size));
+    if (p.paged_kv) page_table = add(4 * B * g.max_pages);
     if (p.dtype == DType::f8e4m3 || p.dtype == DType::f8e5m2) scalars = add(8 * 4);
   }
 };
@@ -195,8 +196,9 @@ class CudnnPlan final : public Plan {
     return &others_.back().second;
   }
   static std::string strides(const std::array<std::int64_t, 4>& s) {
-    return "(" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " + std::to_string(s[2]) + ", " +
-           std::to_string(s[3]) + ")";
+    std::string out = "(";
+    for (std::size_t i = 0; i < s.size(); ++i) out.append(i ? ", " : "").append(std::to_string(s[i]));
+    return out.append(")");
   }
 
   static cudnn::SequenceSource sequences(const Problem& p, const AttentionTensors& t) {
@@ -223,6 +225,7 @@ class CudnnPlan final : public Plan {
     const Problem& p = problem();
     cudnn::PrepareParams pp;
     pp.batch = p.batch;
+    pp.graph_batch = static_cast<int>(spec.batch());
     pp.seq = sequences(p, t);
     auto at = [&](std::int64_t offset) -> void* { return offset == AuxLayout::kNone ? nullptr : aux + offset; };
     pp.seq_q = static_cast<std::int32_t*>(at(aux_.seq_q));

@@ -48,7 +48,28 @@ void fix_broadcast_strides(Dims4& t) {
 
 constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
 
+std::int64_t power_of_two_at_least(std::int64_t n, std::int64_t floor) {
+  std::int64_t v = floor;
+  while (v < n) v *= 2;
+  return v;
+}
+
 }  // namespace
+
+GraphDims graph_dims(const Problem& p) {
+  GraphDims d{p.batch, p.seqlen_q, p.seqlen_k, 0};
+  if (p.layout == Layout::thd) {
+    d.batch = power_of_two_at_least(p.batch, 1);
+    d.seqlen_q = power_of_two_at_least(p.seqlen_q, 64);
+    if (!p.paged_kv) d.seqlen_k = power_of_two_at_least(p.seqlen_k, 64);
+  }
+  if (p.paged_kv) {
+    const std::int64_t P = p.paged_kv->page_size;
+    d.max_pages = power_of_two_at_least((p.seqlen_k + P - 1) / P, 1);
+    d.seqlen_k = d.max_pages * P;
+  }
+  return d;
+}
 
 bool needs_padding_mask(const Problem& p) {
   return p.layout == Layout::thd || p.paged_kv.has_value() || (p.mask != MaskKind::none && p.seqlen_q > p.seqlen_k);
@@ -95,7 +116,8 @@ BindingShape binding_shape(const Problem& p, const AttentionTensors& t) {
 }
 
 GraphSpec make_graph_spec(const Problem& p, const BindingShape& b, int device, int sm, bool stats_ragged) {
-  const std::int64_t B = p.batch, Sq = p.seqlen_q, Sk = p.seqlen_k, Hq = p.heads_q, Hkv = p.heads_kv,
+  const GraphDims g = graph_dims(p);
+  const std::int64_t B = g.batch, Sq = g.seqlen_q, Sk = g.seqlen_k, Hq = p.heads_q, Hkv = p.heads_kv,
                      Dqk = p.head_dim_qk, Dv = p.head_dim_v;
   const bool thd = p.layout == Layout::thd;
   GraphSpec s;
@@ -108,7 +130,7 @@ GraphSpec make_graph_spec(const Problem& p, const BindingShape& b, int device, i
   if (p.paged_kv) {
     s.paged = true;
     s.page_size = p.paged_kv->page_size;
-    s.max_pages = (Sk + s.page_size - 1) / s.page_size;
+    s.max_pages = g.max_pages;
     // [pages, page_size, h, d] in cuDNN's container order (pages, h, page_size, d).
     s.k = {{b.pages, Hkv, s.page_size, Dqk}, {b.k[0], b.k[2], b.k[1], 1}};
     s.v = {{b.pages, Hkv, s.page_size, Dv}, {b.v[0], b.v[2], b.v[1], 1}};
@@ -123,7 +145,7 @@ GraphSpec make_graph_spec(const Problem& p, const BindingShape& b, int device, i
   s.window_right = w.right;
   s.padded = needs_padding_mask(p);
   s.ragged = thd;
-  s.top_left = !s.padded && Sq == Sk;
+  s.top_left = !s.padded && p.seqlen_q == p.seqlen_k;
   s.stats = p.return_lse;
   s.stats_ragged = thd && s.stats && stats_ragged;
   s.stats_dims.dim = {B, Hq, Sq, 1};
@@ -140,7 +162,7 @@ GraphSpec make_graph_spec(const Problem& p, const BindingShape& b, int device, i
     // A ragged offset is cu_seqlens[b] x (token stride), and cu_seqlens[b] <=
     // batch x the longest sequence: 64-bit offsets where that bound passes int32.
     // (The bound, not the packed length of one call, so every call shares a graph.)
-    const std::int64_t rows_q = B * Sq, rows_k = B * Sk;
+    const std::int64_t rows_q = std::int64_t{p.batch} * p.seqlen_q, rows_k = std::int64_t{p.batch} * p.seqlen_k;
     const std::int64_t largest = std::max({rows_q * b.q[0], rows_q * b.o[0], rows_q * Hq,
                                            p.paged_kv ? 0 : rows_k * b.k[0], p.paged_kv ? 0 : rows_k * b.v[0]});
     s.offsets_int64 = largest > kInt32Max;

@@ -102,6 +102,17 @@ struct GraphSpec {
   std::string summary() const;  // one line for diagnostics and logs
 };
 
+// The dims a Problem's graph is built for. Packed (THD) problems round the
+// batch and the longest lengths up to powers of two (lengths at least 64), and
+// paged caches the page-table width: the lengths that matter reach cuDNN
+// through seq_q / seq_kv, so calls whose batch or longest sequence differ a
+// little share one graph instead of building their own (~100 ms each).
+struct GraphDims {
+  std::int64_t batch = 0, seqlen_q = 0, seqlen_k = 0;
+  std::int64_t max_pages = 0;  // paged: page-table columns
+};
+GraphDims graph_dims(const Problem& p);
+
 // The spec of `p` bound as `b`, on device `device` of compute capability `sm`.
 // `stats_ragged` picks the THD stats layout (graph_frontend tries ragged first).
 GraphSpec make_graph_spec(const Problem& p, const BindingShape& b, int device, int sm, bool stats_ragged);
