@@ -129,7 +129,7 @@ fi
 # ---- cudnn backend (issue 16): its GPU tests, its share of the parity harness,
 # memcheck on its padded / ragged / paged paths. Own step (GPU_CHECK_SKIP=cudnn);
 # the dense-grid comparison with PyTorch's cuDNN runs in the bench step with
-# GPU_CHECK_TORCH_ARGS="--attnkit-backend fa2,cudnn".
+# GPU_CHECK_BACKENDS=fa3,fa2,cudnn (report.py adds the cudnn / torch-cuDNN table).
 if ! skip cudnn; then
   step "cudnn backend: test_cudnn, parity (cudnn cases), memcheck"
   if cmake --build "$BUILD" -j"$JOBS" --target test_cudnn test_parity > "$LOGS/build_cudnn.log" 2>&1; then

@@ -76,6 +76,21 @@ Result<Planned> plan_graph(const Problem& p, const Target& target) {
   return refusals;
 }
 
+// The helper kernels (aux_kernels.cu, compiled with CUDA) on the caller's stream.
+#if defined(ATTNKIT_HAS_CUDA)
+Diagnostics enqueue(const cudnn::PrepareParams& p, StreamHandle stream) {
+  return cuda::check_cuda(cudnn::launch_prepare(p, stream), "cudnn prepare kernel");
+}
+Diagnostics enqueue(const cudnn::FinishParams& p, StreamHandle stream) {
+  return cuda::check_cuda(cudnn::launch_finish(p, stream), "cudnn finish kernel");
+}
+#else
+template <class Params>
+Diagnostics enqueue(const Params&, StreamHandle) {
+  return diagnose("AK6002", {{"reason", "this build has no CUDA (cudnn helper kernels)"}});
+}
+#endif
+
 // Scratch after cuDNN's own workspace, 256-byte aligned pieces, sized from the
 // Problem alone (every binding of a plan fits).
 struct AuxLayout {
@@ -257,7 +272,7 @@ class CudnnPlan final : public Plan {
       const float values[6] = {p.q_descale, p.k_descale, p.v_descale, 1.0f / kScaleS, kScaleS, 1.0f};
       std::copy(values, values + 6, pp.scalar_values);
     }
-    return launch_checked(cudnn::launch_prepare(pp, stream), "cudnn prepare kernel");
+    return enqueue(pp, stream);
   }
 
   Diagnostics finish(const cudnn::GraphSpec& spec, const AttentionTensors& t, void* stats, StreamHandle stream) const {
@@ -285,17 +300,9 @@ class CudnnPlan final : public Plan {
       fp.sinks = t.sinks.ptr<const float>();
       fp.sinks_stride = t.sinks.strides[0];
     }
-    return launch_checked(cudnn::launch_finish(fp, stream), "cudnn finish kernel");
+    return enqueue(fp, stream);
   }
 
-  static Diagnostics launch_checked(int error, const char* what) {
-#if defined(ATTNKIT_HAS_CUDA)
-    return cuda::check_cuda(error, what);
-#else
-    (void)error;
-    return diagnose("AK6002", {{"reason", std::string("this build has no CUDA (") + what + ")"}});
-#endif
-  }
 
   AuxLayout aux_;
   Target target_;

@@ -286,11 +286,11 @@ Result<BuiltGraph> find_or_build(const GraphSpec& spec) {
     hit.build_ms = 0.0;
     return hit;
   }
-  auto device = device_context(spec.device);
-  if (!device) return device.diagnostics();  // not cached: a later call may have the device current
   const auto t0 = std::chrono::steady_clock::now();
   Result<BuiltGraph> built = call_failed("the cuDNN frontend", "no graph");
   try {
+    auto device = device_context(spec.device);
+    if (!device) return device.diagnostics();  // not cached: a later call may have the device current
     built = build(spec, *device.value());
   } catch (const std::exception& e) {
     return call_failed("the cuDNN frontend (graph build)", e.what());  // not cached: not cuDNN's answer
