@@ -8,4 +8,8 @@ if [[ ! -f "$build_dir/python/attnkit/__init__.py" ]]; then
   echo "python tests: $build_dir/python has no attnkit module (nanobind missing at configure time?)" >&2
   exit 1
 fi
+# The fidelity tests also run `attnkit check` / `explain` of the same build.
+if [[ -x "$build_dir/src/cli/attnkit" ]]; then
+  export ATTNKIT_CLI="$(realpath "$build_dir/src/cli/attnkit")"
+fi
 PYTHONPATH="$build_dir/python" python3 -m pytest -q python/tests

@@ -12,6 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <algorithm>
 #include <memory>
 
 #include "attnkit/backends/cudnn.hpp"
@@ -265,6 +266,44 @@ runtime::PreparedRequest prepare_request(runtime::Deployment& d, const std::stri
   return *prepared;
 }
 
+nb::dict page_dict(const CatalogEntry& e) {
+  nb::dict d;
+  d["code"] = e.code;
+  d["title"] = e.title;
+  d["message"] = e.message;
+  d["meaning"] = e.meaning;
+  d["solutions"] = e.solutions;
+  d["example_before"] = e.example_before;
+  d["example_after"] = e.example_after;
+  d["when"] = e.when;
+  d["related"] = e.related;
+  d["engine_messages"] = e.engine_messages;
+  return d;
+}
+
+bool looks_like_code(const std::string& text) {
+  return text.size() == 6 && (text[0] == 'A' || text[0] == 'a') && (text[1] == 'K' || text[1] == 'k') &&
+         std::all_of(text.begin() + 2, text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+nb::object explain(const std::string& text) {
+  if (looks_like_code(text)) {
+    std::string code = text;
+    code[0] = 'A', code[1] = 'K';
+    const CatalogEntry* e = find_catalog_entry(code);
+    if (e == nullptr) raise(diagnose("AK0000", {{"code", text}}));
+    return page_dict(*e);
+  }
+  nb::list out;
+  for (const CatalogMatch& m : search_catalog(text)) {
+    nb::dict d = page_dict(*m.entry);
+    d["score"] = m.score;
+    d["matched"] = m.matched;
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 NB_MODULE(_attnkit, m) {
@@ -406,19 +445,7 @@ NB_MODULE(_attnkit, m) {
         "Runs `attnkit check` on engine flags; returns the design's JSON shape as a dict.");
   m.def("set_global_force", &select::set_global_force_backend, nb::arg("name"));
   m.def("global_force", &select::global_force_backend);
-  m.def("explain", [](const std::string& code) {
-    const CatalogEntry* e = find_catalog_entry(code);
-    if (e == nullptr) raise(diagnose("AK0000", {{"code", code}}));
-    nb::dict d;
-    d["code"] = e->code;
-    d["title"] = e->title;
-    d["message"] = e->message;
-    d["meaning"] = e->meaning;
-    d["solutions"] = e->solutions;
-    d["example_before"] = e->example_before;
-    d["example_after"] = e->example_after;
-    d["when"] = e->when;
-    d["related"] = e->related;
-    return d;
-  });
+  m.def("explain", &explain, nb::arg("text"),
+        "A code's catalog page (a dict), or for any other text the pages covering that error message, best first "
+        "(a list of dicts with 'score' and 'matched').");
 }

@@ -23,8 +23,18 @@ std::string arch_alternatives(std::string_view backend, int sm) {
   if (backend == "fa3" && sm >= 80 && sm < 90)
     return "on sm_80/86/89 use the sm_80 kernel (fa2, or fa to let the arch pick), flashinfer or triton";
   if (backend == "fa3" && sm >= 100) return "the sm_90 kernel is not for Blackwell: use fa (the arch picks) or cudnn";
+  if (sm < 80) return "on GPUs older than sm_80 (V100, T4) use sdpa, the generic CUDA kernel, or leave the choice to auto";
   return "choose a backend built for this GPU (see `attnkit backends --platform cuda:sm" + std::to_string(sm) +
          "`), or leave the choice to auto";
+}
+
+// The arch range a kernel declares, as the refusal states it: "sm_80 or
+// newer", "sm_90 only", "sm_120 or sm_121 only", "sm_100 to sm_103 only".
+std::string arch_range(int min_sm, int max_sm) {
+  if (max_sm == 0) return "sm_" + std::to_string(min_sm) + " or newer";
+  if (min_sm == max_sm || min_sm == 0) return "sm_" + std::to_string(max_sm) + " only";
+  const char* joiner = max_sm == min_sm + 1 ? " or sm_" : " to sm_";
+  return "sm_" + std::to_string(min_sm) + joiner + std::to_string(max_sm) + " only";
 }
 
 }  // namespace
@@ -41,12 +51,11 @@ Diagnostics check_capabilities(std::string_view name, const Capabilities& caps, 
   if (platform.kind == PlatformKind::cuda && platform.sm > 0) {
     const std::string sm = std::to_string(platform.sm);
     if (caps.min_sm > 0 && platform.sm < caps.min_sm)
-      out.add("AK2102", {{"backend", backend}, {"min_sm", std::to_string(caps.min_sm)}, {"platform", plat},
+      out.add("AK2102", {{"backend", backend}, {"arch", arch_range(caps.min_sm, caps.max_sm)}, {"platform", plat},
                          {"sm", sm}, {"alternatives", arch_alternatives(name, platform.sm)}});
     if (caps.max_sm > 0 && platform.sm > caps.max_sm)
-      out.add("AK2103", {{"backend", backend}, {"min_sm", std::to_string(caps.min_sm)},
-                         {"max_sm", std::to_string(caps.max_sm)}, {"platform", plat}, {"sm", sm},
-                         {"alternatives", arch_alternatives(name, platform.sm)}});
+      out.add("AK2103", {{"backend", backend}, {"arch", arch_range(caps.min_sm, caps.max_sm)}, {"platform", plat},
+                         {"sm", sm}, {"alternatives", arch_alternatives(name, platform.sm)}});
   }
   if (!caps.dtypes.contains(p.dtype))
     out.add("AK2104", {{"backend", backend}, {"role", "q"}, {"dtype", std::string(dtype_name(p.dtype))},

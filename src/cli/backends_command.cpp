@@ -52,6 +52,9 @@ nlohmann::json describe_backend(const Backend& b) {
       {"paged_kv", c.paged_kv},
       {"ring_capable", ring_capable(c)},
       {"sparse", c.sparse},
+      {"dense_below_seqlen", c.dense_below_seqlen},
+      {"requires_weights", c.requires_weights},
+      {"uses_weights", c.uses_weights},
       {"switchable_per_request", c.switchable_per_request},
       {"required_library", c.required_library},
       {"auto_selectable", c.auto_selectable}};

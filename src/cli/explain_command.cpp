@@ -1,6 +1,10 @@
-// `attnkit explain CODE` prints one catalog page; `explain --list` lists codes.
-#include <cctype>
+// `attnkit explain CODE` prints one catalog page; `explain "<error text>"`
+// finds the pages covering a fragment of an engine's or attnkit's error
+// message (ranked, several when several match); `explain --list` lists codes.
+#include <fmt/format.h>
+
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "attnkit/core/diagnostic.hpp"
 #include "commands.hpp"
@@ -23,6 +27,10 @@ void print_page(const CatalogEntry& e) {
   for (const std::string& s : e.solutions) std::cout << "  - " << s << "\n";
   std::cout << "\nExample fix:\n  before: " << e.example_before << "\n  after:  " << e.example_after << "\n\n"
             << "When it happens:\n  " << e.when << "\n";
+  if (!e.engine_messages.empty()) {
+    std::cout << "\nEngine messages it covers:\n";
+    for (const std::string& m : e.engine_messages) std::cout << "  - " << m << "\n";
+  }
   if (!e.related.empty()) {
     std::cout << "\nRelated:";
     for (const std::string& r : e.related) std::cout << " " << r;
@@ -30,34 +38,71 @@ void print_page(const CatalogEntry& e) {
   }
 }
 
+nlohmann::json page_json(const CatalogEntry& e) {
+  return {{"code", e.code},
+          {"title", e.title},
+          {"severity", severity_name(e.severity)},
+          {"message", e.message},
+          {"meaning", e.meaning},
+          {"solutions", e.solutions},
+          {"example", {{"before", e.example_before}, {"after", e.example_after}}},
+          {"when", e.when},
+          {"related", e.related},
+          {"engine_messages", e.engine_messages}};
+}
+
+int explain(const std::string& text, const std::string& format) {
+  const std::vector<CatalogMatch> matches = search_catalog(text);
+  if (format == "json") {
+    nlohmann::json list = nlohmann::json::array();
+    for (const CatalogMatch& m : matches) {
+      nlohmann::json j = page_json(*m.entry);
+      j["score"] = m.score;
+      j["matched"] = m.matched;
+      list.push_back(j);
+    }
+    std::cout << nlohmann::json{{"query", text}, {"matches", list}}.dump(2) << "\n";
+    return matches.empty() ? 1 : 0;
+  }
+  if (matches.empty()) {
+    std::cerr << "explain: no catalog page covers '" << text << "'; `attnkit explain --list` lists the codes\n";
+    return 1;
+  }
+  if (matches.size() > 1) {
+    std::cout << matches.size() << " pages match, best first:\n";
+    for (const CatalogMatch& m : matches)
+      std::cout << fmt::format("  {}  {:<36} {:.0f}%  \"{}\"\n", m.entry->code, m.entry->title, 100 * m.score, m.matched);
+    std::cout << "\n";
+  }
+  print_page(*matches.front().entry);
+  return 0;
+}
+
 }  // namespace
 
 void add_explain_command(CLI::App& app, int& exit_code) {
-  auto code = std::make_shared<std::string>();
+  auto words = std::make_shared<std::vector<std::string>>();
   auto list = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("explain", "print the catalog page of a diagnostic code");
-  cmd->add_option("code", *code, "diagnostic code, e.g. AK4001 (with --list: a prefix such as AK4)");
+  auto format = std::make_shared<std::string>("text");
+  CLI::App* cmd = app.add_subcommand("explain", "print the catalog page of a code, or find the pages covering an error message");
+  cmd->add_option("text", *words,
+                  "a code (AK4001), or any fragment of an engine's or attnkit's error message (with --list: a code prefix)");
   cmd->add_flag("--list", *list, "list every code with its title");
-  cmd->callback([code, list, &exit_code] {
+  cmd->add_option("--format", *format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  cmd->callback([words, list, format, &exit_code] {
+    std::string text;
+    for (const std::string& w : *words) text += (text.empty() ? "" : " ") + w;
     if (*list) {
-      print_list(*code);
+      print_list(text);
       exit_code = 0;
       return;
     }
-    if (code->empty()) {
-      std::cerr << "explain: give a code (attnkit explain AK4001) or --list\n";
+    if (text.empty()) {
+      std::cerr << "explain: give a code (attnkit explain AK4001), an error message, or --list\n";
       exit_code = 2;
       return;
     }
-    std::string wanted = *code;
-    for (char& ch : wanted) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    if (const CatalogEntry* e = find_catalog_entry(wanted)) {
-      print_page(*e);
-      exit_code = 0;
-      return;
-    }
-    std::cerr << "explain: no catalog entry '" << *code << "'; `attnkit explain --list` lists the codes\n";
-    exit_code = 1;
+    exit_code = explain(text, *format);
   });
 }
 

@@ -51,6 +51,7 @@ std::vector<CatalogEntry> parse_catalog(std::string_view yaml_text) {
     }
     e.when = node["when"].as<std::string>("");
     e.related = string_list(node["related"]);
+    e.engine_messages = string_list(node["engine_messages"]);
     entries.push_back(std::move(e));
   }
   return entries;

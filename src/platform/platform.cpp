@@ -96,8 +96,8 @@ std::vector<Platform> detect_local_platforms() {
 
 Result<Platform> parse_platform(std::string_view name) {
   static constexpr std::string_view kValid =
-      "cpu, cuda, cuda:sm80, cuda:sm86, cuda:sm89, cuda:sm90, cuda:sm100, cuda:sm120, rocm, xpu, musa, "
-      "mps, npu";
+      "cpu, cuda, cuda:sm70, cuda:sm75, cuda:sm80, cuda:sm86, cuda:sm89, cuda:sm90, cuda:sm100, cuda:sm120, "
+      "rocm, xpu, musa, mps, npu";
   if (name == "cpu") return detect_cpu_platform();
   if (name == "cuda") {
     if (auto cuda = detect_cuda_platform()) return *cuda;

@@ -188,8 +188,10 @@ Diagnostics Deployment::audit() const {
                               : request.role.empty()    ? "component " + request.component
                                                         : request.component + "." + request.role;
     if (!built && request.level == select::Level::component_role_override)
-      out.add("AK3009", {{"entry", request.source}, {"component", request.component}, {"role", request.role},
-                         {"roles", roles_built.empty() ? "none has layers built" : "only " + join(roles_built) + " built"}});
+      out.add("AK3009", {{"entry", request.source}, {"model", profile().name},
+                         {"why", "no " + where + " layer was built (" +
+                                     (roles_built.empty() ? "no layer of " + request.component
+                                                          : "only " + join(roles_built)) + ")"}});
     else if (!built)
       out.add("AK3008", {{"source", request.source}, {"why", "no layer of " + where + " was built"}});
     else if (!controlled)

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attnkit/select/selector.hpp"
 #include "select/text_util.hpp"
 
 namespace attnkit::select {
@@ -56,6 +58,7 @@ std::string_view key_type_name(KeyType t) {
     case KeyType::string: return "string";
     case KeyType::path: return "path";
     case KeyType::choice: return "one of";
+    case KeyType::backend_choice: return "backend";
     case KeyType::layer_list: return "layer list";
   }
   return "?";
@@ -67,10 +70,13 @@ Diagnostic malformed(std::string_view form, std::string_view detail) {
   return diagnose("AK3106", {{"form", std::string(form)}, {"detail", std::string(detail)}});
 }
 
-// A scalar written as text (k=v pairs, YAML scalars): bool, int, float, else string.
+// A scalar written as text (k=v pairs, YAML scalars): bool (true / false in
+// any case, as Python writes True), int, float, else string.
 ConfigValue infer_scalar(const std::string& s) {
-  if (s == "true") return true;
-  if (s == "false") return false;
+  std::string lower = s;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower == "true") return true;
+  if (lower == "false") return false;
   const bool digits = !s.empty() && std::all_of(s.begin() + (s[0] == '-' ? 1 : 0), s.end(),
                                                 [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
   const auto dots = std::count(s.begin(), s.end(), '.');
@@ -185,16 +191,24 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+bool is_regular_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
 }  // namespace
 
 Result<ParsedConfig> parse_backend_config(std::string_view text_in) {
   const std::string text = trim(text_in);
   if (text.empty()) return ParsedConfig{};
   if (text.front() == '{') return parse_json(text, ConfigForm::json_string);
+  const bool has_eq = text.find('=') != std::string::npos;
   const bool json_name = ends_with(text, ".json");
   const bool yaml_name = ends_with(text, ".yaml") || ends_with(text, ".yml");
-  const bool has_eq = text.find('=') != std::string::npos;
-  if (json_name || yaml_name || (!has_eq && text.find('/') != std::string::npos)) {
+  // A file only when one exists, or when nothing else fits: k=v pairs may end
+  // in a path (mask_strategy_file_path=/abs/path/mask.json).
+  const bool file_like = !has_eq && (json_name || yaml_name || text.find('/') != std::string::npos);
+  if (is_regular_file(text) || file_like) {
     std::ifstream in(text);
     std::string contents;
     if (in) {
@@ -218,14 +232,14 @@ Result<ParsedConfig> parse_backend_config(std::string_view text_in) {
 // ---- schemas ---------------------------------------------------------------------
 
 std::string KeySchema::range_text() const {
-  if (type == KeyType::choice) {
+  if (type == KeyType::choice || type == KeyType::backend_choice) {
     std::string out;
     for (const auto& c : choices) out += (out.empty() ? "" : " | ") + c;
     return out;
   }
   auto num = [](double x) { return fmt::format("{}", x); };
   if (min && max) return std::string(min_exclusive ? "(" : "[") + num(*min) + ", " + num(*max) + (max_exclusive ? ")" : "]");
-  if (min) return std::string(min_exclusive ? "> " : ">= ") + num(*min);
+  if (min) return std::string(min_exclusive ? "> " : ">= ") + num(*min) + (also.empty() ? "" : " or " + join(also, " or "));
   if (max) return std::string(max_exclusive ? "< " : "<= ") + num(*max);
   return "any";
 }
@@ -254,17 +268,22 @@ const std::vector<BackendSchema>& backend_schemas() {
     KeySchema sta_mode = KeySchema::of("sta_mode", KeyType::choice);
     sta_mode.choices = {"STA_inference", "STA_searching", "STA_tuning", "STA_tuning_cfg"};
     sta_mode.default_text = "STA_inference";
-    KeySchema dense_backend = KeySchema::of("dense_backend", KeyType::choice);
+    KeySchema dense_backend = KeySchema::of("dense_backend", KeyType::backend_choice);
     dense_backend.choices = {"fa", "sage_attn"};
     dense_backend.default_text = "fa";
     KeySchema dense_layers = KeySchema::of("dense_layers", KeyType::layer_list);
-    dense_layers.default_text = "\"\"";
+    dense_layers.default_text = "\"0,1\"";
+    KeySchema kv_splits = KeySchema::of("kv_splits", KeyType::integer);
+    kv_splits.min = 1.0, kv_splits.also = {"auto"}, kv_splits.default_text = "auto";
+    KeySchema thresh_type = KeySchema::of("thresh_type", KeyType::string);
+    thresh_type.default_text = "diag";
     const KeySchema sparsity = num("sparsity", 0.0, false, 1.0, true, "0.9");
     return std::vector<BackendSchema>{
         {"sparge_attn", {num("topk", 0.0, true, 1.0, false, "0.5")}},
         {"sliding_tile_attn", {mask_file, sta_mode, count("skip_time_steps", "15")}},
-        {"sol_attn", {dense_backend, count("dense_steps", "10"), dense_layers, num("tau", 0.0, true, std::nullopt, false, "0.5"),
-                      count("sink_tokens", "0")}},
+        // Sol-Attn's keys as its backend reads them (defaults included).
+        {"sol_attn", {dense_backend, count("dense_steps", "10"), dense_layers, num("tau", 0.0, true, std::nullopt, false, "1.0"),
+                      count("sink_tokens", "0"), count("sink_start", "0"), kv_splits, thresh_type}},
         {"video_sparse_attn", {sparsity}},
         {"subblock_sparse_attn", {sparsity}},
         {"skip_softmax", {num("threshold_scale_factor", 0.0, true, std::nullopt, false, "(required to enable)"),
@@ -331,6 +350,8 @@ void check_value(const KeySchema& k, const ConfigValue& v, Diagnostics& out) {
       return;
     case KeyType::integer:
     case KeyType::number: {
+      if (const auto* s = std::get_if<std::string>(&v); s && std::find(k.also.begin(), k.also.end(), *s) != k.also.end())
+        return;  // a named value besides numbers (kv_splits=auto)
       const bool is_int = std::holds_alternative<std::int64_t>(v);
       if (k.type == KeyType::integer ? !is_int : !numeric(v)) {
         wrong_type(std::string(key_type_name(k.type)));
@@ -355,6 +376,18 @@ void check_value(const KeySchema& k, const ConfigValue& v, Diagnostics& out) {
       const auto* s = std::get_if<std::string>(&v);
       if (s == nullptr) wrong_type("one of " + k.range_text());
       else if (std::find(k.choices.begin(), k.choices.end(), *s) == k.choices.end()) out_of_range();
+      return;
+    }
+    case KeyType::backend_choice: {
+      // Backend names as users write them: fa3 or FA is `fa`, sage is sage_attn.
+      const auto* s = std::get_if<std::string>(&v);
+      if (s == nullptr) {
+        wrong_type("a backend name: " + k.range_text());
+        return;
+      }
+      std::string name = normalise_backend_name(*s);
+      if (is_flash_family(name)) name = "fa";
+      if (std::find(k.choices.begin(), k.choices.end(), name) == k.choices.end()) out_of_range();
       return;
     }
     case KeyType::layer_list:

@@ -8,7 +8,7 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   DeploymentConfig& c = flags.config;
   app.add_option("--model", c.model, "shipped profile name or PATH.yaml")->required();
   app.add_option("--platform", c.platform,
-                 "cuda:sm90|cuda:sm80|cuda:sm100|cuda:sm120|rocm|xpu|musa|mps|npu|cpu (default: this machine)");
+                 "cuda:sm90|cuda:sm80|cuda:sm100|cuda:sm120|cuda:sm75|cuda:sm70|rocm|xpu|musa|mps|npu|cpu (default: this machine)");
   app.add_option("--dtype", c.dtype, "activation dtype")->capture_default_str();
   app.add_option("--attention-backend", c.attention_backend, "engine default backend");
   app.add_option("--attention-backend-config", c.attention_backend_config,
@@ -32,11 +32,18 @@ void add_parallel_flags(CLI::App& app, DeploymentFlags& flags) {
   DeploymentConfig& c = flags.config;
   app.add_option("--ring-degree", c.ring_degree, "ring attention degree")->capture_default_str();
   app.add_option("--ulysses-degree", c.ulysses_degree, "Ulysses degree")->capture_default_str();
-  app.add_option("--sp-degree", flags.sp_degree, "sequence-parallel degree (ring * ulysses)");
+  app.add_option("--sp-degree", flags.sp_degree,
+                 "sequence-parallel degree (ring * ulysses; alone it sets the Ulysses degree)");
 }
 
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags) {
-  if (app.count("--sp-degree") > 0) flags.config.sp_degree = flags.sp_degree;
+  if (app.count("--sp-degree") == 0) return;
+  DeploymentConfig& c = flags.config;
+  c.sp_degree = flags.sp_degree;
+  // As the engine does: --sp-degree N with neither ring nor Ulysses given
+  // means Ulysses = N (then the Ulysses rules apply to N).
+  if (app.count("--ring-degree") == 0 && app.count("--ulysses-degree") == 0 && flags.sp_degree != 1)
+    c.ulysses_degree = flags.sp_degree;
 }
 
 Result<DeploymentConfig> parse_deployment_args(const std::vector<std::string>& args) {
@@ -65,7 +72,8 @@ json decision_object(const Decision& d) {
           {"backend", d.backend},
           {"decided_by", level_name(d.decided_by)},
           {"fallback_reason", d.fallback_reason.empty() ? json(nullptr) : json(d.fallback_reason)},
-          {"rejected", rejected}};
+          {"rejected", rejected},
+          {"requested_by", d.source.empty() ? json(nullptr) : json(d.source)}};
 }
 
 json diagnostics_array(const Diagnostics& diagnostics) {

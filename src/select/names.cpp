@@ -1,4 +1,6 @@
-// Backend names: aliases, families, and the process-wide global force.
+// Backend names as users write them: case, `-` for `_`, the engine's enum
+// spellings and other aliases, families, and the process-wide global force.
+#include <cctype>
 #include <mutex>
 
 #include "attnkit/select/selector.hpp"
@@ -11,14 +13,16 @@ struct Alias {
   std::string_view alias;
   std::string_view canonical;
 };
-constexpr Alias kAliases[] = {{"cudnn_sdpa", "cudnn"}, {"torch_sdpa", "sdpa"}, {"triton", "triton_attn"}};
+// Spellings of other projects for attnkit's backends: the engine's
+// AttentionBackendEnum names (TORCH_SDPA, TORCH_CUDNN_SDPA, FA2, SAGE_ATTN ...
+// are matched once lower-cased), its LLM-side names (torch_native, triton,
+// aiter_attn for the vision tower) and the package names users know.
+constexpr Alias kAliases[] = {
+    {"cudnn_sdpa", "cudnn"},       {"torch_cudnn_sdpa", "cudnn"}, {"torch_sdpa", "sdpa"},
+    {"torch_native", "sdpa"},      {"triton", "triton_attn"},     {"sage", "sage_attn"},
+    {"sageattention", "sage_attn"}, {"flash_attn", "fa"},          {"aiter_attn", "aiter"},
+};
 constexpr std::string_view kFamilies[] = {"fa", "sdpa"};
-
-std::string normalise(std::string_view name) {
-  for (const Alias& a : kAliases)
-    if (a.alias == name) return std::string(a.canonical);
-  return std::string(name);
-}
 
 // The kernel of the flash family for a platform (design section 2, "Names").
 // On this machine (a detected platform) an arch kernel that this binary does
@@ -52,8 +56,26 @@ std::string g_force;
 
 }  // namespace
 
+std::string normalise_name(std::string_view name) {
+  std::string out = trim(name);
+  for (char& ch : out) {
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ch == '-') ch = '_';
+  }
+  return out;
+}
+
+std::string normalise_backend_name(std::string_view name) {
+  std::string n = normalise_name(name);
+  for (const Alias& a : kAliases)
+    if (a.alias == n) return std::string(a.canonical);
+  return n;
+}
+
+bool is_auto_name(std::string_view name) { return normalise_name(name) == "auto"; }
+
 std::string resolve_backend_name(std::string_view name, const Platform& platform, const Registry& registry) {
-  std::string n = normalise(name);
+  std::string n = normalise_backend_name(name);
   if (n == "fa") n = flash_member(platform, registry);
   else if (n == "sdpa") n = sdpa_member(platform);
   return registry.find(n) != nullptr ? registry.canonical_name(n) : std::string();
@@ -61,6 +83,13 @@ std::string resolve_backend_name(std::string_view name, const Platform& platform
 
 bool is_flash_family(std::string_view canonical) {
   return canonical == "fa" || canonical == "fa2" || canonical == "fa3" || canonical == "fa4";
+}
+
+bool names_backend(std::string_view written, std::string_view canonical, const Platform& platform,
+                   const Registry& registry) {
+  if (resolve_backend_name(written, platform, registry) == canonical) return true;
+  // `fa` also names every kernel of the flash family, an explicit fa2 on sm_90 included.
+  return normalise_backend_name(written) == "fa" && is_flash_family(canonical);
 }
 
 std::vector<std::string> accepted_backend_names(const Registry& registry) {

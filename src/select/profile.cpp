@@ -3,18 +3,40 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 
+#include "attnkit/select/selector.hpp"
 #include "select/embedded_profiles.hpp"
 #include "select/text_util.hpp"
 
 namespace attnkit::select {
 
+const std::vector<CheckpointFeature>& checkpoint_features() {
+  static const std::vector<CheckpointFeature> features = {
+      {"linear_branch", "a gated linear-attention branch beside window softmax attention", "AK4009"},
+      {"compression_gates", "trained compression gates for the coarse branch of video sparse attention", "AK4009"},
+      {"sparse_mla", "DeepSeek-style sparse MLA (an indexer over a latent KV cache, as GLM-DSA)", "AK4015"},
+  };
+  return features;
+}
+
+const CheckpointFeature* find_checkpoint_feature(std::string_view name) {
+  for (const CheckpointFeature& f : checkpoint_features())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+bool CheckpointSpec::has(std::string_view feature) const {
+  return std::find(provides.begin(), provides.end(), feature) != provides.end();
+}
+
 const ComponentSpec* Profile::find_component(std::string_view n) const {
+  const std::string wanted = normalise_name(n);
   for (const ComponentSpec& c : components)
-    if (c.name == n) return &c;
+    if (c.name == wanted) return &c;
   return nullptr;
 }
 
@@ -32,121 +54,226 @@ bool Profile::is_llm() const {
 
 namespace {
 
-// Thrown inside the parser, turned into AK4021 at its boundary.
+// Thrown inside the parser, returned as the diagnostic at its boundary.
 struct ProfileError {
-  std::string detail;
+  Diagnostic why;
 };
 
-template <class T>
-T get(const YAML::Node& n, const char* key, T fallback) {
-  const YAML::Node v = n[key];
-  if (!v) return fallback;
-  try {
-    return v.as<T>();
-  } catch (const YAML::Exception&) {
-    throw ProfileError{std::string("field '") + key + "' has the wrong type"};
+std::string scalar_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+// One YAML mapping of the profile with the keys its schema allows; every read
+// is typed, and a key outside `keys` is refused (a misspelt key would
+// otherwise be ignored silently).
+class Section {
+ public:
+  Section(const YAML::Node& node, std::string where, std::vector<std::string> keys, std::string source)
+      : node_(node), where_(std::move(where)), keys_(std::move(keys)), source_(std::move(source)) {
+    if (!node_.IsMap()) wrong("", "a mapping", scalar_text(node_));
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) continue;
+      const std::string near = nearest_name(key, keys_);
+      throw ProfileError{diagnose("AK4023", {{"source", source_},
+                                             {"key", key},
+                                             {"where", where_},
+                                             {"suggestion", near.empty() ? "" : " (did you mean '" + near + "'?)"},
+                                             {"valid", join(keys_)}})};
+    }
   }
-}
 
-std::vector<std::string> get_list(const YAML::Node& n, const char* key) {
-  std::vector<std::string> out;
-  const YAML::Node v = n[key];
-  if (!v) return out;
-  if (!v.IsSequence()) throw ProfileError{std::string("field '") + key + "' must be a list"};
-  for (const auto& item : v) out.push_back(item.as<std::string>());
-  return out;
-}
+  bool has(const char* key) const { return static_cast<bool>(node_[key]); }
+  YAML::Node node(const char* key) const { return node_[key]; }
 
-MaskKind parse_mask(const std::string& s) {
+  std::string text(const char* key, std::string fallback = "") const {
+    const YAML::Node v = node_[key];
+    if (!v) return fallback;
+    if (!v.IsScalar()) wrong(key, "a string", scalar_text(v));
+    return v.Scalar();
+  }
+  bool flag(const char* key, bool fallback) const {
+    const YAML::Node v = node_[key];
+    if (!v) return fallback;
+    bool out = false;
+    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, out)) wrong(key, "true or false", scalar_text(v));
+    return out;
+  }
+  int integer(const char* key, int fallback, int min) const {
+    const YAML::Node v = node_[key];
+    if (!v) return fallback;
+    int out = 0;
+    if (!v.IsScalar() || !YAML::convert<int>::decode(v, out)) wrong(key, "an integer", scalar_text(v));
+    if (out < min) wrong(key, "an integer >= " + std::to_string(min), v.Scalar());
+    return out;
+  }
+  std::vector<std::string> list(const char* key) const {
+    std::vector<std::string> out;
+    const YAML::Node v = node_[key];
+    if (!v) return out;
+    if (!v.IsSequence()) wrong(key, "a list", scalar_text(v));
+    for (const auto& item : v) {
+      if (!item.IsScalar()) wrong(key, "a list of names", "an entry that is " + scalar_text(item));
+      out.push_back(item.Scalar());
+    }
+    return out;
+  }
+  // A list of checkpoint feature names from the fixed vocabulary.
+  std::vector<std::string> features(const char* key) const {
+    std::vector<std::string> out = list(key);
+    std::vector<std::string> known;
+    for (const CheckpointFeature& f : checkpoint_features()) known.emplace_back(f.name);
+    for (const std::string& f : out)
+      if (!find_checkpoint_feature(f)) wrong(key, "checkpoint features from: " + join(known), f);
+    return out;
+  }
+  [[noreturn]] void wrong(std::string_view key, std::string expected, std::string got) const {
+    throw ProfileError{diagnose("AK4024", {{"source", source_},
+                                           {"field", key.empty() ? where_ : std::string(key) + "' of " + where_},
+                                           {"expected", std::move(expected)},
+                                           {"got", std::move(got)}})};
+  }
+  [[noreturn]] void malformed(std::string detail) const {
+    throw ProfileError{diagnose("AK4021", {{"source", source_}, {"detail", std::move(detail)}})};
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  YAML::Node node_;
+  std::string where_;
+  std::vector<std::string> keys_;
+  std::string source_;
+};
+
+MaskKind parse_mask(const Section& s) {
+  const std::string text = s.text("mask", "none");
   for (MaskKind m : {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom})
-    if (mask_kind_name(m) == s) return m;
-  throw ProfileError{"unknown mask '" + s + "' (none, causal, sliding_window, block_sparse, custom)"};
+    if (mask_kind_name(m) == text) return m;
+  s.wrong("mask", "none, causal, sliding_window, block_sparse or custom", text);
 }
 
-KeyType parse_key_type(const std::string& s) {
+KeyType parse_key_type(const Section& s) {
+  const std::string text = s.text("type", "string");
   for (KeyType t : {KeyType::boolean, KeyType::integer, KeyType::number, KeyType::string, KeyType::path, KeyType::layer_list})
-    if (key_type_name(t) == s) return t;
-  throw ProfileError{"unknown config key type '" + s + "' (bool, int, float, string, path, layer list)"};
+    if (key_type_name(t) == text) return t;
+  s.wrong("type", "bool, int, float, string, path or layer list", text);
 }
 
-RoleSpec parse_role(const YAML::Node& n) {
+RoleSpec parse_role(const YAML::Node& n, const std::string& component, const std::string& source) {
+  const std::string where = "a role of component '" + component + "'";
+  const Section s(n, where, {"name", "layers", "heads", "kv_heads", "head_dim", "head_dim_v", "mask", "layout", "paged_kv",
+                             "cross", "sequence_parallel", "default", "seqlen", "seqlen_q", "weights_need"},
+                  source);
   RoleSpec r;
-  r.name = get<std::string>(n, "name", "");
-  if (r.name.empty()) throw ProfileError{"a role has no name"};
-  r.layers = get(n, "layers", 1);
-  r.heads = get(n, "heads", 1);
-  r.kv_heads = get(n, "kv_heads", r.heads);
-  r.head_dim = get(n, "head_dim", 64);
-  r.head_dim_v = get(n, "head_dim_v", r.head_dim);
-  r.mask = parse_mask(get<std::string>(n, "mask", "none"));
-  const std::string layout = get<std::string>(n, "layout", "bshd");
+  r.name = normalise_name(s.text("name"));
+  if (r.name.empty()) s.malformed(where + " has no name");
+  r.layers = s.integer("layers", 1, 0);
+  r.heads = s.integer("heads", 1, 1);
+  r.kv_heads = s.integer("kv_heads", r.heads, 1);
+  r.head_dim = s.integer("head_dim", 64, 1);
+  r.head_dim_v = s.integer("head_dim_v", r.head_dim, 1);
+  r.mask = parse_mask(s);
+  const std::string layout = s.text("layout", "bshd");
   const auto l = parse_layout(layout);
-  if (!l) throw ProfileError{"unknown layout '" + layout + "' (bshd, bhsd, thd)"};
+  if (!l) s.wrong("layout", "bshd, bhsd or thd", layout);
   r.layout = *l;
-  r.paged_kv = get(n, "paged_kv", false);
-  r.cross = get(n, "cross", false);
-  r.sequence_parallel = get(n, "sequence_parallel", false);
-  r.default_backend = get<std::string>(n, "default", "");
-  r.seqlen = get(n, "seqlen", 4096);
+  r.paged_kv = s.flag("paged_kv", false);
+  r.cross = s.flag("cross", false);
+  r.sequence_parallel = s.flag("sequence_parallel", false);
+  r.default_backend = s.text("default");
+  r.seqlen = s.integer("seqlen", 4096, 1);
+  r.seqlen_q = s.integer("seqlen_q", 0, 0);
+  r.weights_need = s.features("weights_need");
   return r;
 }
 
-Profile parse_one(const YAML::Node& root, std::string_view source) {
-  if (!root.IsMap()) throw ProfileError{"the profile must be a mapping"};
+ComponentSpec parse_component(const YAML::Node& n, const std::string& source) {
+  const Section s(n, "a component", {"name", "default", "roles", "sparse_allowed", "only", "allow_list", "auto",
+                                     "engine_default_applies", "switchable", "llm", "multimodal",
+                                     "ring_needs_profile_backend", "weights_need"},
+                  source);
+  ComponentSpec c;
+  c.name = normalise_name(s.text("name"));
+  if (c.name.empty()) s.malformed("a component has no name");
+  c.default_backend = s.text("default");
+  c.sparse_allowed = s.flag("sparse_allowed", false);
+  c.only = s.list("only");
+  c.allow_list = s.list("allow_list");
+  c.auto_order = s.list("auto");
+  c.engine_default_applies = s.flag("engine_default_applies", true);
+  c.switchable = s.flag("switchable", false);
+  c.llm = s.flag("llm", false);
+  c.multimodal = s.flag("multimodal", false);
+  c.ring_needs_profile_backend = s.flag("ring_needs_profile_backend", false);
+  c.weights_need = s.features("weights_need");
+  const YAML::Node roles = s.node("roles");
+  if (!roles || !roles.IsSequence() || roles.size() == 0) s.malformed("component '" + c.name + "' has no 'roles'");
+  for (const auto& rn : roles) {
+    RoleSpec r = parse_role(rn, c.name, source);
+    for (const RoleSpec& other : c.roles)
+      if (other.name == r.name) s.malformed("role '" + r.name + "' of component '" + c.name + "' is listed twice");
+    c.roles.push_back(std::move(r));
+  }
+  return c;
+}
+
+Profile parse_one(const YAML::Node& root, std::string_view source_view) {
+  const std::string source(source_view);
+  if (!root.IsMap()) throw ProfileError{diagnose("AK4021", {{"source", source}, {"detail", "the profile must be a mapping"}})};
+  const Section s(root, "the profile", {"name", "kind", "description", "checkpoint", "rules", "config_keys", "components"},
+                  source);
   Profile p;
-  p.name = get<std::string>(root, "name", "");
-  if (p.name.empty()) throw ProfileError{"missing 'name'"};
-  p.kind = get<std::string>(root, "kind", "");
-  p.description = get<std::string>(root, "description", "");
-  p.source = std::string(source);
-  if (const YAML::Node r = root["rules"]) {
+  p.name = s.text("name");
+  if (p.name.empty()) s.malformed("missing 'name'");
+  p.kind = s.text("kind");
+  p.description = s.text("description");
+  p.source = source;
+  if (s.has("checkpoint")) {
+    const Section c(s.node("checkpoint"), "'checkpoint'", {"provides", "exclusive_where_runnable"}, source);
+    p.checkpoint.provides = c.features("provides");
+    p.checkpoint.exclusive_where_runnable = c.features("exclusive_where_runnable");
+    for (const std::string& f : p.checkpoint.exclusive_where_runnable)
+      if (!p.checkpoint.has(f)) c.malformed("checkpoint feature '" + f + "' is exclusive but not in 'provides'");
+  }
+  if (s.has("rules")) {
+    const Section r(s.node("rules"), "'rules'",
+                    {"ring_backend", "sparse_rejects_ring", "sparse_rejects_torch_compile", "sparse_rejects_breakable_graph",
+                     "dense_escape_key", "rejects_ring", "rejects_torch_compile", "rejects_breakable_graph",
+                     "kv_cache_dtypes", "replicated_text_tokens"},
+                    source);
     ProfileRules& x = p.rules;
-    x.ring_backend = get<std::string>(r, "ring_backend", "");
-    x.sparse_rejects_ring = get(r, "sparse_rejects_ring", false);
-    x.sparse_rejects_torch_compile = get(r, "sparse_rejects_torch_compile", false);
-    x.sparse_rejects_breakable_graph = get(r, "sparse_rejects_breakable_graph", false);
-    x.required_backend = get<std::string>(r, "required_backend", "");
-    x.required_component = get<std::string>(r, "required_component", "");
-    x.required_role = get<std::string>(r, "required_role", "");
-    x.dense_escape_key = get<std::string>(r, "dense_escape_key", "");
-    x.rejects_ring = get(r, "rejects_ring", false);
-    x.rejects_torch_compile = get(r, "rejects_torch_compile", false);
-    x.rejects_breakable_graph = get(r, "rejects_breakable_graph", false);
-    x.linear_branch = get(r, "linear_branch", false);
-    x.gated_compression = get(r, "gated_compression", false);
-    x.sparse_mla = get(r, "sparse_mla", false);
-    x.kv_cache_dtypes = get_list(r, "kv_cache_dtypes");
-    x.replicated_text_tokens = get(r, "replicated_text_tokens", false);
+    x.ring_backend = r.text("ring_backend");
+    x.sparse_rejects_ring = r.flag("sparse_rejects_ring", false);
+    x.sparse_rejects_torch_compile = r.flag("sparse_rejects_torch_compile", false);
+    x.sparse_rejects_breakable_graph = r.flag("sparse_rejects_breakable_graph", false);
+    x.dense_escape_key = r.text("dense_escape_key");
+    x.rejects_ring = r.flag("rejects_ring", false);
+    x.rejects_torch_compile = r.flag("rejects_torch_compile", false);
+    x.rejects_breakable_graph = r.flag("rejects_breakable_graph", false);
+    x.kv_cache_dtypes = r.list("kv_cache_dtypes");
+    x.replicated_text_tokens = r.flag("replicated_text_tokens", false);
   }
   p.config_keys.owner = "model:" + p.name;
-  if (const YAML::Node keys = root["config_keys"]) {
+  if (s.has("config_keys")) {
+    const YAML::Node keys = s.node("config_keys");
+    if (!keys.IsSequence()) s.wrong("config_keys", "a list", scalar_text(keys));
     for (const auto& k : keys) {
-      KeySchema s = KeySchema::of(get<std::string>(k, "key", ""), parse_key_type(get<std::string>(k, "type", "string")));
-      s.default_text = get<std::string>(k, "default", "");
-      s.required = get(k, "required", false);
-      p.config_keys.keys.push_back(std::move(s));
+      const Section ks(k, "a config key", {"key", "type", "default", "required"}, source);
+      KeySchema schema = KeySchema::of(ks.text("key"), parse_key_type(ks));
+      if (schema.key.empty()) ks.malformed("a config key has no 'key'");
+      schema.default_text = ks.text("default");
+      schema.required = ks.flag("required", false);
+      p.config_keys.keys.push_back(std::move(schema));
     }
   }
-  const YAML::Node comps = root["components"];
-  if (!comps || !comps.IsSequence() || comps.size() == 0) throw ProfileError{"missing 'components' (a non-empty list)"};
+  const YAML::Node comps = s.node("components");
+  if (!comps || !comps.IsSequence() || comps.size() == 0) s.malformed("missing 'components' (a non-empty list)");
   for (const auto& cn : comps) {
-    ComponentSpec c;
-    c.name = get<std::string>(cn, "name", "");
-    if (c.name.empty()) throw ProfileError{"a component has no name"};
-    if (p.find_component(c.name)) throw ProfileError{"component '" + c.name + "' is listed twice"};
-    c.default_backend = get<std::string>(cn, "default", "");
-    c.sparse_allowed = get(cn, "sparse_allowed", false);
-    c.only = get_list(cn, "only");
-    c.allow_list = get_list(cn, "allow_list");
-    c.engine_default_applies = get(cn, "engine_default_applies", true);
-    c.switchable = get(cn, "switchable", false);
-    c.llm = get(cn, "llm", false);
-    c.multimodal = get(cn, "multimodal", false);
-    c.ring_needs_profile_backend = get(cn, "ring_needs_profile_backend", false);
-    const YAML::Node roles = cn["roles"];
-    if (!roles || !roles.IsSequence() || roles.size() == 0)
-      throw ProfileError{"component '" + c.name + "' has no 'roles'"};
-    for (const auto& rn : roles) c.roles.push_back(parse_role(rn));
+    ComponentSpec c = parse_component(cn, source);
+    if (p.find_component(c.name)) s.malformed("component '" + c.name + "' is listed twice");
     p.components.push_back(std::move(c));
   }
   return p;
@@ -156,7 +283,7 @@ Result<Profile> parse_guarded(const YAML::Node& root, std::string_view source) {
   try {
     return parse_one(root, source);
   } catch (const ProfileError& e) {
-    return diagnose("AK4021", {{"source", std::string(source)}, {"detail", e.detail}});
+    return e.why;
   } catch (const YAML::Exception& e) {
     return diagnose("AK4021", {{"source", std::string(source)}, {"detail", e.what()}});
   }

@@ -1,15 +1,17 @@
 // The selection engine: the seven priority levels, the fallback policy, the
-// model rules of design 2.3, the audit, and per-request overrides.
+// audit, and per-request overrides. The requests per level come from
+// requests.cpp, the model rules of design 2.3 from model_rules.cpp.
 #include "attnkit/select/selector.hpp"
 
 #include <algorithm>
 #include <array>
-#include <set>
-#include <tuple>
+#include <cstdint>
 #include <cstdio>
+#include <set>
 #include <utility>
 
 #include "attnkit/dist/sequence_parallel.hpp"
+#include "select/selection_context.hpp"
 #include "select/text_util.hpp"
 
 namespace attnkit::select {
@@ -20,7 +22,6 @@ std::vector<std::string> platform_preference_order(const Platform& pl, const Pro
     case PlatformKind::cuda: {
       std::vector<std::string> order;
       if (layer.llm) {
-        if (layer.sparse_mla) order.push_back("flashinfer_sparse_mla");
         if (pl.sm >= 120) order.insert(order.end(), {"flashinfer", "triton_attn", "sdpa"});
         else order.insert(order.end(), {"fa", "flashinfer", "triton_attn", "sdpa"});
         return order;
@@ -63,47 +64,14 @@ constexpr int kLevels = 7;
 int index_of(Level l) { return static_cast<int>(l) - 1; }
 Level level_at(int i) { return static_cast<Level>(i + 1); }
 
-// A requested name at one level, with the flag that set it (for messages).
-struct Request {
-  std::string name;
-  std::string source;
-};
 using LevelRequests = std::array<Request, kLevels - 1>;  // levels 1..6
-
-struct Overrides {
-  std::map<std::string, Request> component;                         // level 4
-  std::map<std::pair<std::string, std::string>, Request> role;      // level 3
-};
-
-// Everything selection reads, resolved once per build.
-struct Context {
-  const Registry& registry;
-  const Profile& profile;
-  const Platform& platform;
-  const DeploymentConfig& config;
-  const BackendConfig& backend_config;
-  DType dtype = DType::bf16;
-  std::optional<DType> kv_dtype;  // nullopt: auto (same as dtype)
-  Overrides overrides;
-  std::string force;               // level 2
-};
-
-std::string layer_name(const ComponentSpec& c, const RoleSpec& r) { return c.name + "." + r.name; }
-
-bool config_flag(const BackendConfig& cfg, const std::string& key) {
-  if (key.empty()) return false;
-  const auto it = cfg.find(key);
-  return it != cfg.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
-}
-
-bool sparse_mla_arch(const Platform& p) { return p.kind == PlatformKind::cuda && (p.sm == 120 || p.sm == 121); }
 
 Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec& r) {
   Problem p;
   p.layout = r.layout;
   p.batch = 1;
   p.seqlen_k = r.seqlen;
-  p.seqlen_q = r.name == "decode" ? 1 : r.seqlen;
+  p.seqlen_q = r.seqlen_q > 0 ? r.seqlen_q : r.seqlen;
   p.heads_q = r.heads;
   p.heads_kv = r.kv_heads;
   p.head_dim_qk = r.head_dim;
@@ -115,67 +83,14 @@ Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec&
   return p;
 }
 
-bool in_resolved_list(const Context& ctx, const std::vector<std::string>& list, const std::string& canonical,
-                      std::string_view written) {
-  for (const std::string& item : list)
-    if (item == written || item == canonical || resolve_backend_name(item, ctx.platform, ctx.registry) == canonical)
-      return true;
-  return false;
-}
-
-// Every reason `canonical` cannot run layer (c, r): capabilities plus the rules
-// of design 2.3 that the profile switches on. Empty: it can.
+// Every reason `canonical` cannot run layer (c, r): its capabilities plus
+// the model rules. Empty: it can.
 Diagnostics evaluate(const Context& ctx, const std::string& canonical, std::string_view written,
                      const ComponentSpec& c, const RoleSpec& r, const Problem& p) {
-  Diagnostics why;
   const Backend* backend = ctx.registry.find(canonical);
-  if (backend == nullptr) {
-    why.add(unknown_backend(written, ctx.registry));
-    return why;
-  }
-  const Capabilities& caps = backend->capabilities();
-  const ProfileRules& rules = ctx.profile.rules;
-  const DeploymentConfig& cfg = ctx.config;
-  const std::string model = ctx.profile.name;
-  const std::string layer = layer_name(c, r);
-  why.append(backend->check(p, ctx.platform));
-  if (!c.only.empty() && !in_resolved_list(ctx, c.only, canonical, written))
-    why.add("AK4003", {{"backend", canonical}, {"component", c.name}, {"model", model}, {"allowed", join(c.only)}});
-  if (!c.allow_list.empty() && !in_resolved_list(ctx, c.allow_list, canonical, written))
-    why.add("AK4014", {{"backend", std::string(written)}, {"component", c.name}, {"model", model},
-                       {"allowed", join(c.allow_list)}});
-  if (caps.sparse && !c.sparse_allowed)
-    why.add("AK4002", {{"backend", canonical}, {"component", c.name}, {"model", model}});
-  if (cfg.ring_degree > 1 && r.sequence_parallel) {
-    const std::string ring = std::to_string(cfg.ring_degree);
-    if (caps.sparse && rules.sparse_rejects_ring)
-      why.add("AK4004", {{"backend", canonical}, {"ring", ring}, {"model", model}});
-    else if (c.ring_needs_profile_backend && !rules.ring_backend.empty() &&
-             !(rules.ring_backend == "fa" ? is_flash_family(canonical) : canonical == rules.ring_backend))
-      why.add("AK4001", {{"backend", canonical}, {"layer", layer}, {"model", model}, {"ring", ring},
-                         {"needed", rules.ring_backend}});
-    else if (!ring_capable(caps))
-      why.add("AK5003", {{"backend", canonical}, {"layer", layer}, {"ring", ring}});
-  }
-  if (caps.sparse && cfg.enable_torch_compile && rules.sparse_rejects_torch_compile)
-    why.add("AK4005", {{"backend", canonical}, {"model", model}});
-  if (caps.sparse && cfg.enable_breakable_cuda_graph && rules.sparse_rejects_breakable_graph)
-    why.add("AK4006", {{"backend", canonical}, {"model", model}});
-  const bool required_layer = !rules.required_backend.empty() && c.name == rules.required_component &&
-                              (rules.required_role.empty() ? !r.cross : r.name == rules.required_role);
-  if (required_layer && canonical != rules.required_backend && !config_flag(ctx.backend_config, rules.dense_escape_key))
-    why.add("AK4007", {{"backend", canonical}, {"layer", layer}, {"model", model}, {"required", rules.required_backend},
-                       {"escape", rules.dense_escape_key}});
-  if (canonical == "hybrid_window_attn_h3" && !rules.linear_branch)
-    why.add("AK4009", {{"model", model}});
-  if (canonical == "flashinfer_sparse_mla") {
-    const std::string kv(dtype_name(p.k_dtype()));
-    if (!rules.sparse_mla) why.add("AK4015", {{"model", model}});
-    if (p.k_dtype() != DType::f8e4m3) why.add("AK4016", {{"kv_dtype", kv}});
-    if (!sparse_mla_arch(ctx.platform)) why.add("AK4017", {{"platform", ctx.platform.label()}});
-  } else if (rules.sparse_mla && c.llm && p.k_dtype() == DType::f8e4m3 && sparse_mla_arch(ctx.platform)) {
-    why.add("AK4018", {{"backend", canonical}, {"layer", layer}, {"platform", ctx.platform.label()}});
-  }
+  if (backend == nullptr) return unknown_backend(written, ctx.registry);
+  Diagnostics why = backend->check(p, ctx.platform);
+  why.append(model_rules(ctx, *backend, written, c, r, p));
   return why;
 }
 
@@ -192,14 +107,6 @@ std::string codes_of(const Diagnostics& d) {
   return join(codes);
 }
 
-// The platform's preference order of design 2.1 for layer (c, r).
-std::vector<std::string> preference_order(const Context& ctx, const ComponentSpec& c, const RoleSpec& r,
-                                          const Problem& p) {
-  return platform_preference_order(ctx.platform, p,
-                                   {c.llm, ctx.profile.rules.sparse_mla,
-                                    ctx.config.ring_degree > 1 && r.sequence_parallel});
-}
-
 bool is_sparse(const Context& ctx, const std::string& canonical) {
   const Backend* b = ctx.registry.find(canonical);
   return b != nullptr && b->capabilities().sparse;
@@ -214,13 +121,46 @@ Diagnostics naming_runnable_alternatives(const Context& ctx, const std::string& 
   std::vector<std::string> runnable;
   for (const Backend* b : ctx.registry.all()) {
     const std::string name(b->name());
-    if (!(r.cross && b->capabilities().sparse) && evaluate(ctx, name, name, c, r, p).ok()) runnable.push_back(name);
+    if (sparse_runs_dense(*b, r, p).empty() && evaluate(ctx, name, name, c, r, p).ok()) runnable.push_back(name);
   }
   const std::string detail = "; on " + ctx.platform.label() + ", " + layer_name(c, r) + " can run " +
                              (runnable.empty() ? "no backend of this build" : join(runnable)) + " instead";
   Diagnostics out;
   for (const Diagnostic& x : why) out.add(x.code == "AK2111" ? diagnose("AK2111", {{"backend", canonical}, {"detail", detail}}) : x);
   return out;
+}
+
+// The auto level's candidates for layer (c, r): the backends the checkpoint
+// calls for, then the component's declared order or the platform's (design 2.1).
+std::vector<std::string> preference_order(const Context& ctx, const ComponentSpec& c, const RoleSpec& r,
+                                          const Problem& p) {
+  std::vector<std::string> order = checkpoint_backends(ctx, c, r);
+  const std::vector<std::string> rest =
+      !c.auto_order.empty() ? c.auto_order
+                            : platform_preference_order(ctx.platform, p, {c.llm, ctx.config.ring_degree > 1 && r.sequence_parallel});
+  order.insert(order.end(), rest.begin(), rest.end());
+  return order;
+}
+
+// Level 7: the first candidate that can run the layer as a sparse-or-dense
+// choice of its own; "" when none can. Each refused candidate joins
+// `rejected`; one refused already (at a higher level) is not tried again.
+std::string auto_choice(const Context& ctx, const ComponentSpec& c, const RoleSpec& r, const Problem& p,
+                        std::vector<Rejection>& rejected) {
+  std::vector<std::string> tried;
+  for (const Rejection& x : rejected) tried.push_back(x.backend);
+  for (const std::string& name : preference_order(ctx, c, r, p)) {
+    const std::string canonical = resolve_backend_name(name, ctx.platform, ctx.registry);
+    if (canonical.empty() || std::find(tried.begin(), tried.end(), canonical) != tried.end()) continue;
+    tried.push_back(canonical);
+    const Diagnostics why = evaluate(ctx, canonical, name, c, r, p);
+    const std::string dense = sparse_runs_dense(*ctx.registry.find(canonical), r, p);
+    if (why.ok() && dense.empty()) return canonical;
+    const Diagnostic* first = first_error(why);
+    rejected.push_back({canonical, first ? first->code : dense,
+                        first ? first->message : "a sparse backend would run this layer dense"});
+  }
+  return "";
 }
 
 // Selects one layer. Errors of an explicit request go to `diags`.
@@ -233,6 +173,10 @@ Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec
   d.problem = make_problem(ctx, c, r);
   const std::string layer = layer_name(c, r);
   const Request& declared = req[index_of(Level::declared_default)];
+  auto record_fallback = [&](const Diagnostic& fb) {
+    if (d.fallback_reason.empty()) d.fallback_reason = fb.code + ": " + fb.message;
+    diags.add(fb);
+  };
 
   int level = 0;
   while (level < kLevels - 1 && req[level].name.empty()) ++level;
@@ -240,22 +184,26 @@ Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec
     const Request& rq = req[level];
     const Level lv = level_at(level);
     const std::string canonical = resolve_backend_name(rq.name, ctx.platform, ctx.registry);
-    Diagnostics why = canonical.empty() ? Diagnostics(unknown_backend(rq.name, ctx.registry))
-                                        : evaluate(ctx, canonical, rq.name, c, r, d.problem);
-    const bool sparse_cross = !canonical.empty() && r.cross && is_sparse(ctx, canonical);
-    if (why.ok() && !sparse_cross) {
+    const Diagnostics why = canonical.empty() ? Diagnostics(unknown_backend(rq.name, ctx.registry))
+                                              : evaluate(ctx, canonical, rq.name, c, r, d.problem);
+    const std::string dense = canonical.empty() ? "" : sparse_runs_dense(*ctx.registry.find(canonical), r, d.problem);
+    if (why.ok() && dense.empty()) {
       d.backend = canonical;
       d.requested = rq.name;
       d.decided_by = lv;
+      d.source = rq.source;
       return d;
     }
     const std::string shown = canonical.empty() ? rq.name : canonical;
-    if (sparse_cross && why.ok()) {
-      const Diagnostic fb = diagnose("AK3003", {{"backend", shown}, {"layer", layer}, {"source", rq.source}});
+    if (!dense.empty() && why.ok()) {
+      // A sparse backend on a layer it runs dense: a dense backend instead,
+      // the declared default when it is dense, else auto.
+      const Diagnostic fb = diagnose(dense, {{"backend", shown}, {"layer", layer}, {"source", rq.source},
+                                             {"seqlen_q", std::to_string(d.problem.seqlen_q)},
+                                             {"seqlen_k", std::to_string(d.problem.seqlen_k)},
+                                             {"min", std::to_string(ctx.registry.find(canonical)->capabilities().dense_below_seqlen)}});
       d.rejected.push_back({shown, fb.code, fb.message});
-      if (d.fallback_reason.empty()) d.fallback_reason = fb.code + ": " + fb.message;
-      diags.add(fb);
-      // Dense instead: the declared default when it is dense, else auto.
+      record_fallback(fb);
       const bool declared_dense = !declared.name.empty() && lv != Level::declared_default &&
                                   !is_sparse(ctx, resolve_backend_name(declared.name, ctx.platform, ctx.registry));
       level = declared_dense ? index_of(Level::declared_default) : kLevels - 1;
@@ -264,51 +212,44 @@ Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec
     const Diagnostic* first = first_error(why);
     d.rejected.push_back({shown, first->code, first->message});
     const bool only_sparse_rule = why.size() == 1 && first->code == "AK4002";
-    if (lv == Level::engine_default && (!declared.name.empty() || only_sparse_rule)) {
+    // The engine default is a default, not a command for every layer, except
+    // where the layer's weights need what it skips (a model rule, AK4007).
+    const bool weights_refuse = why.has_code("AK4007");
+    if (lv == Level::engine_default && (!declared.name.empty() || only_sparse_rule) && !weights_refuse) {
       const std::string to = !declared.name.empty() ? "its declared default " + declared.name : "auto";
-      const Diagnostic fb = diagnose("AK3004", {{"backend", shown}, {"layer", layer}, {"codes", codes_of(why)},
-                                                {"reason", first->message}, {"to", to}});
-      if (d.fallback_reason.empty()) d.fallback_reason = fb.code + ": " + fb.message;
-      diags.add(fb);
+      record_fallback(diagnose("AK3004", {{"backend", shown}, {"layer", layer}, {"codes", codes_of(why)},
+                                          {"reason", first->message}, {"to", to}}));
       level = !declared.name.empty() ? index_of(Level::declared_default) : kLevels - 1;
       continue;
     }
     if (lv == Level::declared_default) {
-      const Diagnostic fb = diagnose("AK3005", {{"backend", shown}, {"layer", layer}, {"codes", codes_of(why)},
-                                                {"reason", first->message}});
-      if (d.fallback_reason.empty()) d.fallback_reason = fb.code + ": " + fb.message;
-      diags.add(fb);
+      record_fallback(diagnose("AK3005", {{"backend", shown}, {"layer", layer}, {"codes", codes_of(why)},
+                                          {"reason", first->message}}));
       level = kLevels - 1;
       continue;
     }
-    // An explicit request that cannot run: an error with its reasons.
+    // An explicit request that cannot run: an error with its reasons, and
+    // what would run the layer instead.
     d.backend = shown;
     d.requested = rq.name;
     d.decided_by = lv;
+    d.source = rq.source;
     d.ok = false;
+    std::vector<Rejection> scratch;
+    const std::string instead = auto_choice(ctx, c, r, d.problem, scratch);
     diags.add("AK3001", {{"backend", shown}, {"layer", layer}, {"level", std::string(level_name(lv))},
-                         {"source", rq.source}, {"codes", codes_of(why)}});
+                         {"source", rq.source}, {"codes", codes_of(why)},
+                         {"instead", instead.empty() ? "; no backend can run this layer here"
+                                                     : "; " + instead + " can (the auto choice for this layer)"}});
     diags.append(naming_runnable_alternatives(ctx, shown, why, c, r, d.problem));
     return d;
   }
 
-  // Level 7: the platform's preference order.
-  std::vector<std::string> tried;
-  for (const std::string& name : preference_order(ctx, c, r, d.problem)) {
-    const std::string canonical = resolve_backend_name(name, ctx.platform, ctx.registry);
-    if (canonical.empty() || std::find(tried.begin(), tried.end(), canonical) != tried.end()) continue;
-    tried.push_back(canonical);
-    Diagnostics why = evaluate(ctx, canonical, name, c, r, d.problem);
-    if (why.ok() && !(r.cross && is_sparse(ctx, canonical))) {
-      d.backend = canonical;
-      d.decided_by = Level::auto_select;
-      return d;
-    }
-    const Diagnostic* first = first_error(why);
-    d.rejected.push_back({canonical, first ? first->code : "AK3003", first ? first->message : "sparse on cross-attention"});
-  }
-  d.ok = false;
+  // Level 7: the preference order.
   d.decided_by = Level::auto_select;
+  d.backend = auto_choice(ctx, c, r, d.problem, d.rejected);
+  if (!d.backend.empty()) return d;
+  d.ok = false;
   std::string tried_text;
   for (const Rejection& x : d.rejected) tried_text += (tried_text.empty() ? "" : "; ") + x.backend + " (" + x.code + ")";
   diags.add("AK3002", {{"layer", layer}, {"platform", ctx.platform.label()},
@@ -316,110 +257,13 @@ Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec
   return d;
 }
 
-// ---- parsing of the engine flags --------------------------------------------------
-
-void add_component_override(Context& ctx, const std::string& comp, const std::string& role, const std::string& backend,
-                            const std::string& source, Diagnostics& diags) {
-  const ComponentSpec* c = ctx.profile.find_component(comp);
-  if (c == nullptr) {
-    diags.add("AK3006", {{"name", comp}, {"flag", source}, {"model", ctx.profile.name},
-                         {"valid", join(ctx.profile.component_names())}});
-    return;
-  }
-  if (resolve_backend_name(backend, ctx.platform, ctx.registry).empty() && c->allow_list.empty()) {
-    diags.add(unknown_backend(backend, ctx.registry));
-    return;
-  }
-  if (role.empty()) {
-    if (ctx.overrides.component.count(comp))
-      diags.add("AK3007", {{"entry", source}, {"detail", "component '" + comp + "' is given twice"}});
-    ctx.overrides.component[comp] = {backend, source};
-    return;
-  }
-  bool known = false;
-  std::vector<std::string> roles;
-  for (const RoleSpec& r : c->roles) {
-    roles.push_back(r.name);
-    known = known || r.name == role;
-  }
-  if (!known) {
-    diags.add("AK3009", {{"entry", source}, {"component", comp}, {"role", role}, {"roles", join(roles)}});
-    return;
-  }
-  ctx.overrides.role[{comp, role}] = {backend, source};
-}
-
-void parse_component_backends(Context& ctx, const std::string& text, Diagnostics& diags) {
-  if (trim(text).empty()) return;
-  for (const std::string& raw : split(text, ',')) {
-    const std::string entry = trim(raw);
-    const auto eq = entry.find('=');
-    const std::string source = "--component-attention-backends " + entry;
-    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
-      diags.add("AK3007", {{"entry", entry.empty() ? "(empty)" : entry},
-                           {"detail", "expected component[.role]=backend"}});
-      continue;
-    }
-    const std::string target = trim(entry.substr(0, eq));
-    const std::string backend = trim(entry.substr(eq + 1));
-    const auto dot = target.find('.');
-    const std::string comp = target.substr(0, dot);
-    const std::string role = dot == std::string::npos ? "" : target.substr(dot + 1);
-    if (comp.empty() || (dot != std::string::npos && role.empty())) {
-      diags.add("AK3007", {{"entry", entry}, {"detail", "expected component[.role]=backend"}});
-      continue;
-    }
-    add_component_override(ctx, comp, role, backend, source, diags);
-  }
-}
-
-// Binds --prefill/--decode-attention-backend to LLM roles and
-// --mm-attention-backend to multimodal components (audited when they match none).
-void bind_llm_flags(Context& ctx, Diagnostics& diags) {
-  const DeploymentConfig& cfg = ctx.config;
-  for (const auto& [flag, value, role] :
-       {std::tuple<std::string, std::string, std::string>{"--prefill-attention-backend", cfg.prefill_attention_backend, "prefill"},
-        {"--decode-attention-backend", cfg.decode_attention_backend, "decode"}}) {
-    if (value.empty()) continue;
-    bool bound = false;
-    for (const ComponentSpec& c : ctx.profile.components)
-      for (const RoleSpec& r : c.roles)
-        if (c.llm && r.name == role) {
-          if (resolve_backend_name(value, ctx.platform, ctx.registry).empty()) {
-            diags.add(unknown_backend(value, ctx.registry));
-            return;
-          }
-          if (!ctx.overrides.role.count({c.name, r.name})) ctx.overrides.role[{c.name, r.name}] = {value, flag + " " + value};
-          bound = true;
-        }
-    if (!bound)
-      diags.add("AK3008", {{"source", flag + " " + value}, {"why", "model " + ctx.profile.name + " has no LLM " + role + " layers"}});
-  }
-  if (!cfg.mm_attention_backend.empty()) {
-    bool bound = false;
-    for (const ComponentSpec& c : ctx.profile.components)
-      if (c.multimodal) {
-        bound = true;
-        if (!ctx.overrides.component.count(c.name))
-          add_component_override(ctx, c.name, "", cfg.mm_attention_backend,
-                                 "--mm-attention-backend " + cfg.mm_attention_backend, diags);
-      }
-    if (!bound)
-      diags.add("AK3008", {{"source", "--mm-attention-backend " + cfg.mm_attention_backend},
-                           {"why", "model " + ctx.profile.name + " has no multimodal component"}});
-  }
-}
-
 LevelRequests requests_for(const Context& ctx, const ComponentSpec& c, const RoleSpec& r, const std::string& per_request) {
   LevelRequests req;
-  req[index_of(Level::per_request)] = {per_request, "the per-request override " + per_request};
-  req[index_of(Level::global_force)] = {ctx.force, "the global force " + ctx.force};
-  if (auto it = ctx.overrides.role.find({c.name, r.name}); it != ctx.overrides.role.end())
-    req[index_of(Level::component_role_override)] = it->second;
-  if (auto it = ctx.overrides.component.find(c.name); it != ctx.overrides.component.end())
-    req[index_of(Level::component_override)] = it->second;
-  if (c.engine_default_applies && !ctx.config.attention_backend.empty())
-    req[index_of(Level::engine_default)] = {ctx.config.attention_backend, "--attention-backend " + ctx.config.attention_backend};
+  if (!per_request.empty()) req[index_of(Level::per_request)] = {per_request, "the per-request override " + per_request};
+  if (!ctx.force.empty()) req[index_of(Level::global_force)] = {ctx.force, "the global force " + ctx.force};
+  if (const Request* rq = role_request(ctx, c, r)) req[index_of(Level::component_role_override)] = *rq;
+  if (const Request* rq = component_request(ctx, c)) req[index_of(Level::component_override)] = *rq;
+  if (const Request* rq = engine_default_request(ctx, c)) req[index_of(Level::engine_default)] = *rq;
   const std::string declared = !r.default_backend.empty() ? r.default_backend : c.default_backend;
   if (!declared.empty()) req[index_of(Level::declared_default)] = {declared, "the declared default of " + layer_name(c, r)};
   return req;
@@ -434,6 +278,28 @@ Diagnostics unique(const Diagnostics& in) {
   return out;
 }
 
+// Request-scoped skip-softmax runs in FlashInfer's TRT-LLM attention kernels:
+// Hopper sm_90 and Blackwell sm_100 / sm_103 / sm_107 only, fp16 or bf16,
+// head dims 128 and 256 (AK3019 otherwise, naming where it cannot run).
+Diagnostics skip_softmax_support(const Platform& platform, const std::vector<Decision>& decisions, const Profile& profile) {
+  constexpr int kSms[] = {90, 100, 103, 107};
+  constexpr int kHeadDims[] = {128, 256};
+  Diagnostics why;
+  if (platform.kind != PlatformKind::cuda || std::find(std::begin(kSms), std::end(kSms), platform.sm) == std::end(kSms))
+    why.add("AK3019", {{"where", "on " + platform.label()}, {"why", "the GPU is not sm_90, sm_100, sm_103 or sm_107"}});
+  for (const Decision& d : decisions) {
+    const ComponentSpec* c = profile.find_component(d.component);
+    if (c == nullptr || !c->switchable) continue;
+    const Problem& p = d.problem;
+    const std::string layer = d.component + "." + d.role;
+    if (std::find(std::begin(kHeadDims), std::end(kHeadDims), p.head_dim_qk) == std::end(kHeadDims))
+      why.add("AK3019", {{"where", "for " + layer}, {"why", "its head dim is " + std::to_string(p.head_dim_qk)}});
+    else if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+      why.add("AK3019", {{"where", "for " + layer}, {"why", "its dtype is " + std::string(dtype_name(p.dtype))}});
+  }
+  return why;
+}
+
 }  // namespace
 
 // ---- Engine -----------------------------------------------------------------------
@@ -442,7 +308,7 @@ struct Engine::Impl {
   // Parses the flags into a Context; deployment-level rules go to `diags`.
   static std::optional<Context> context(Engine& e, const Profile& prof, const Platform& plat, Diagnostics& diags) {
     const DeploymentConfig& cfg = e.config_;
-    Context ctx{*e.registry_, prof, plat, cfg, e.backend_config_, DType::bf16, std::nullopt, {}, {}};
+    Context ctx{*e.registry_, prof, plat, cfg, e.backend_config_, DType::bf16, std::nullopt, {}, {}, {}};
     if (auto t = parse_dtype(cfg.dtype)) ctx.dtype = *t;
     else diags.add("AK3014", {{"flag", "--dtype"}, {"value", cfg.dtype}});
     if (!cfg.kv_cache_dtype.empty() && cfg.kv_cache_dtype != "auto") {
@@ -459,10 +325,7 @@ struct Engine::Impl {
     ctx.force = global_force_backend();
     if (!ctx.force.empty() && resolve_backend_name(ctx.force, plat, ctx.registry).empty())
       diags.add(unknown_backend(ctx.force, ctx.registry));
-    if (!cfg.attention_backend.empty() && resolve_backend_name(cfg.attention_backend, plat, ctx.registry).empty())
-      diags.add(unknown_backend(cfg.attention_backend, ctx.registry));
-    parse_component_backends(ctx, cfg.component_attention_backends, diags);
-    bind_llm_flags(ctx, diags);
+    parse_requests(ctx, diags);
     sequence_parallel_rules(ctx, diags);
     if (!diags.ok()) return std::nullopt;
     return ctx;
@@ -475,7 +338,7 @@ struct Engine::Impl {
     if (cfg.ulysses_degree > 1) {
       for (const ComponentSpec& c : ctx.profile.components)
         for (const RoleSpec& r : c.roles)
-          if (r.sequence_parallel)
+          if (r.layers > 0 && r.sequence_parallel)
             diags.append(dist::check_ulysses_heads(cfg.ulysses_degree, r.heads, r.kv_heads, layer_name(c, r)));
       if (rules.replicated_text_tokens)
         diags.add("AK5006", {{"model", ctx.profile.name}, {"ulysses", std::to_string(cfg.ulysses_degree)}});
@@ -508,32 +371,45 @@ struct Engine::Impl {
                                       owners.empty() ? "no selected backend" : join(owners));
       diags.append(v);
     }
-    bool dense_smoke_used = false;
+    // Model notes: checkpoint features a chosen backend would read but the
+    // checkpoint lacks, and decisions made under the dense escape key.
+    std::set<std::string> noted;
+    bool escape_used = false;
     for (const Decision& d : decisions) {
-      if (d.backend == "video_sparse_attn_h3" && !rules.gated_compression && d.ok)
-        diags.add("AK4013", {{"model", ctx.profile.name}});
-      if (d.ok && !rules.required_backend.empty() && d.component == rules.required_component &&
-          (rules.required_role.empty() || d.role == rules.required_role) && d.backend != rules.required_backend &&
-          config_flag(ctx.backend_config, rules.dense_escape_key))
-        dense_smoke_used = true;
+      const Backend* b = d.ok ? ctx.registry.find(d.backend) : nullptr;
+      if (b == nullptr) continue;
+      for (const std::string& f : b->capabilities().uses_weights)
+        if (!ctx.profile.checkpoint.has(f) && noted.insert(d.backend + "/" + f).second) {
+          const CheckpointFeature* feature = find_checkpoint_feature(f);
+          diags.add("AK4013", {{"model", ctx.profile.name}, {"backend", d.backend},
+                               {"feature", feature ? std::string(feature->description) : f}});
+        }
+      if (escape_used || rules.dense_escape_key.empty()) continue;
+      if (const ComponentSpec* c = ctx.profile.find_component(d.component))
+        for (const RoleSpec& r : c->roles)
+          if (const std::string skipped = r.name == d.role ? skipped_weights(*b, *c, r) : ""; !skipped.empty()) {
+            diags.add("AK4008", {{"model", ctx.profile.name}, {"escape", rules.dense_escape_key}, {"backend", d.backend},
+                                 {"layer", layer_name(*c, r)}, {"feature", skipped}});
+            escape_used = true;
+          }
     }
-    if (dense_smoke_used)
-      diags.add("AK4008", {{"model", ctx.profile.name}, {"escape", rules.dense_escape_key}, {"required", rules.required_backend}});
-    // Audit: requests that controlled no layer.
-    auto controlled = [&](Level lv, const std::string& comp, const std::string& role) {
+    // Audit: requests that controlled no layer (a decision names who decided it).
+    auto controlled = [&](const Request& rq) {
       for (const Decision& d : decisions)
-        if (d.decided_by == lv && (comp.empty() || d.component == comp) && (role.empty() || d.role == role)) return true;
+        if (d.source == rq.source) return true;
       return false;
     };
     for (const auto& [comp, rq] : ctx.overrides.component)
-      if (!controlled(Level::component_override, comp, ""))
+      if (!controlled(rq))
         diags.add("AK3008", {{"source", rq.source}, {"why", "every layer of " + comp + " was decided by a higher level or fell back"}});
     for (const auto& [key, rq] : ctx.overrides.role)
-      if (!controlled(Level::component_role_override, key.first, key.second))
+      if (!controlled(rq))
         diags.add("AK3008", {{"source", rq.source}, {"why", "layer " + key.first + "." + key.second + " was decided by a higher level"}});
-    if (!ctx.config.attention_backend.empty() && !controlled(Level::engine_default, "", ""))
-      diags.add("AK3008", {{"source", "--attention-backend " + ctx.config.attention_backend},
-                           {"why", "every layer was decided by an override, a declared default or a fallback"}});
+    const EngineDefaults& level5 = ctx.engine_default;
+    for (const Request* rq : {&level5.flag, &level5.attnkit, &level5.diffusion, &level5.mm})
+      if (!rq->name.empty() && !controlled(*rq))
+        diags.add("AK3008", {{"source", rq->source},
+                             {"why", "every layer it reaches was decided by an override, a declared default or a fallback"}});
   }
 
   static std::vector<Decision> select_all(const Context& ctx, const std::string& per_request, bool only_switchable,
@@ -541,7 +417,8 @@ struct Engine::Impl {
     std::vector<Decision> out;
     for (const ComponentSpec& c : ctx.profile.components) {
       if (only_switchable && !c.switchable) continue;
-      for (const RoleSpec& r : c.roles) out.push_back(select_layer(ctx, c, r, requests_for(ctx, c, r, per_request), diags));
+      for (const RoleSpec& r : c.roles)
+        if (r.layers > 0) out.push_back(select_layer(ctx, c, r, requests_for(ctx, c, r, per_request), diags));
     }
     return out;
   }
@@ -551,8 +428,9 @@ struct Engine::Impl {
     for (const auto& [comp, rq] : ctx.overrides.component) out.push_back({Level::component_override, comp, "", rq.source});
     for (const auto& [key, rq] : ctx.overrides.role)
       out.push_back({Level::component_role_override, key.first, key.second, rq.source});
-    if (!ctx.config.attention_backend.empty())
-      out.push_back({Level::engine_default, "", "", "--attention-backend " + ctx.config.attention_backend});
+    const EngineDefaults& level5 = ctx.engine_default;
+    for (const Request* rq : {&level5.flag, &level5.attnkit, &level5.diffusion, &level5.mm})
+      if (!rq->name.empty()) out.push_back({Level::engine_default, "", "", rq->source});
     return out;
   }
 
@@ -655,9 +533,10 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
       why.add("AK3104", {{"key", "threshold_scale_factor"}, {"owner", "skip_softmax"}});
     for (const std::string& backend : runs)
       if (!is_flash_family(backend)) why.add("AK3013", {{"backend", backend}});
+    why.append(skip_softmax_support(result_.platform, result_.selections, *profile_));
     return why;
   };
-  if (request.backend == "none") {
+  if (normalise_name(request.backend) == "none") {
     PreparedRequest p{"none", {}, nullptr};
     std::vector<std::string> runs;
     for (const Decision& d : result_.selections)

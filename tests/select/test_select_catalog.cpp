@@ -128,6 +128,14 @@ const std::vector<CodeCase>& cases() {
          auto l = (*d)->layer("transformer", "self", 40);
          return l ? Diagnostics{} : l.diagnostics();
        }},
+      {"AK3019", "request-scoped skip-softmax on sm80", [] {
+         return prepare({.model = "wan", .platform = "cuda:sm80"}, {"fa", BackendConfig{{"threshold_scale_factor", 2.0}}});
+       }},
+      {"AK3020", "sparge_attn on a 64-token layer", [] {
+         return of(check({.model = write_temp("short.yaml", "name: short\ncomponents:\n  - name: transformer\n    sparse_allowed: true\n"
+                                                            "    roles: [{name: audio, heads: 8, head_dim: 128, seqlen: 64}]\n"),
+                          .platform = "cuda:sm90", .attention_backend = "sparge_attn"}));
+       }},
       {"AK3101", "config key typo", [] {
          return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
                           .attention_backend_config = "topK=0.5"}));
@@ -216,6 +224,14 @@ const std::vector<CodeCase>& cases() {
          return of(check({.model = write_temp("nocomp.yaml", "name: broken\nkind: test\n"), .platform = "cuda:sm90"}));
        }},
       {"AK4022", "missing profile file", [] { return of(check({.model = "/nonexistent/model.yaml", .platform = "cuda:sm90"})); }},
+      {"AK4023", "misspelt profile key", [] {
+         return of(check({.model = write_temp("typo.yaml", "name: t\ncomponents: [{name: a, sparse_alowed: true, roles: [{name: s}]}]\n"),
+                          .platform = "cuda:sm90"}));
+       }},
+      {"AK4024", "profile value of the wrong type", [] {
+         return of(check({.model = write_temp("type.yaml", "name: t\ncomponents: [{name: a, roles: [{name: s, heads: many}]}]\n"),
+                          .platform = "cuda:sm90"}));
+       }},
       {"AK5001", "sp != ring * ulysses", [] {
          return of(check({.model = "wan", .platform = "cuda:sm90", .ring_degree = 2, .ulysses_degree = 1, .sp_degree = 4}));
        }},

@@ -160,14 +160,24 @@ TEST(SelectFallback, SparseStaysInTheDiT) {
   EXPECT_EQ(find(r, "text_encoder", "self")->backend, "cuda_sdpa");
 }
 
-TEST(SelectFallback, VdnEngineDefaultKeepsTheRequiredBackend) {
+// A dense engine-wide backend on VDN-H3 weights would skip the linear branch:
+// an error at the engine-default level too (no fallback to the declared default).
+TEST(SelectFallback, VdnEngineDefaultDenseIsAnError) {
   const CheckResult r = check({.model = "vdn-h3", .platform = "cuda:sm90", .attention_backend = "fa"});
-  ASSERT_TRUE(r.ok) << r.diagnostics.summary();
+  ASSERT_FALSE(r.ok);
   const Decision* d = find(r, "transformer", "self");
-  EXPECT_EQ(d->backend, "hybrid_window_attn_h3");
+  EXPECT_FALSE(d->ok);
+  EXPECT_EQ(d->backend, "fa3");
+  EXPECT_EQ(d->decided_by, Level::engine_default);
   EXPECT_EQ(d->rejected.at(0).code, "AK4007");
-  EXPECT_NE(d->fallback_reason.find("AK3004"), std::string::npos);
-  EXPECT_EQ(find(r, "transformer", "cross")->backend, "fa3");
+  EXPECT_TRUE(r.diagnostics.has_code("AK3001"));
+  EXPECT_TRUE(r.diagnostics.has_code("AK4007"));
+  EXPECT_EQ(find(r, "transformer", "cross")->backend, "fa3");  // cross-attention has no linear branch
+  const CheckResult smoke = check({.model = "vdn-h3", .platform = "cuda:sm90", .attention_backend = "fa",
+                                   .attention_backend_config = "vdn_h3_dense_smoke=true"});
+  ASSERT_TRUE(smoke.ok) << smoke.diagnostics.summary();
+  EXPECT_EQ(find(smoke, "transformer", "self")->backend, "fa3");
+  EXPECT_TRUE(smoke.diagnostics.has_code("AK4008"));
 }
 
 TEST(SelectAudit, UnusedOverridesAreReported) {
@@ -205,7 +215,8 @@ TEST(SelectBadInput, UnknownComponentListsTheProfiles) {
 }
 
 TEST(SelectBadInput, MalformedListsAndPlatforms) {
-  for (const char* bad : {"transformer", "=fa", "transformer=", "transformer.=fa", ",", "transformer=fa,transformer=sdpa"}) {
+  for (const char* bad : {"transformer", "=fa", "transformer=", "transformer.=fa", "transformer=fa,transformer=sdpa",
+                          "{\"transformer\": 3}", "{\"transformer\": "}) {
     const CheckResult r = check({.model = "wan", .platform = "cuda:sm90", .component_attention_backends = bad});
     EXPECT_FALSE(r.ok) << bad;
     EXPECT_TRUE(r.diagnostics.has_code("AK3007")) << bad << ": " << r.diagnostics.summary();
@@ -229,7 +240,7 @@ components:
   EXPECT_EQ(r.model, "tiny");
   EXPECT_EQ(find(r, "blocks", "self")->backend, "cuda_sdpa");
   const std::string bad = testing::write_temp("bad_mask.yaml", "name: x\ncomponents:\n  - name: a\n    roles: [{name: s, mask: diagonal}]\n");
-  EXPECT_TRUE(check({.model = bad, .platform = "cpu"}).diagnostics.has_code("AK4021"));
+  EXPECT_TRUE(check({.model = bad, .platform = "cpu"}).diagnostics.has_code("AK4024"));
 }
 
 TEST(SelectRequest, PrepareApplyAndRestore) {

@@ -16,7 +16,9 @@ struct Golden {
 // non-causal -> cudnn, sm_120 -> sdpa, ROCm fa (LLM: aiter), XPU xpu_flash,
 // MUSA fa, MPS and NPU sdpa, CPU cpu_flash (paged KV caches included). LLMs
 // with a paged KV cache go to flashinfer where fa2 / fa3 (no paged KV) refuse;
-// VDN-H3 needs its CUDA-only hybrid kernel.
+// VDN-H3 needs its CUDA-only hybrid kernel. The Kimi-K3 vision tower follows
+// the engine's vision order inside its allow-list: fa3 on Hopper, fa4 on
+// Blackwell, aiter_attn on ROCm, else triton_attn, else sdpa.
 const Golden kGolden[] = {
     {"minimax-h3", "cuda:sm80", true, "transformer.self=fa2 transformer.cross=fa2 token_refiner.self=fa2 text_encoder.self=cuda_sdpa vae.self=fa2 audio_vae.self=cuda_sdpa"},
     {"minimax-h3", "cuda:sm90", true, "transformer.self=fa3 transformer.cross=fa3 token_refiner.self=fa3 text_encoder.self=cuda_sdpa vae.self=fa3 audio_vae.self=cuda_sdpa"},
@@ -88,13 +90,13 @@ const Golden kGolden[] = {
     {"glm-dsa", "mps", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
     {"glm-dsa", "npu", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
     {"glm-dsa", "cpu", true, "decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
-    {"kimi-k3-vl", "cuda:sm80", true, "vision.self=fa2 decoder.prefill=flashinfer decoder.decode=flashinfer"},
+    {"kimi-k3-vl", "cuda:sm80", true, "vision.self=triton_attn decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"kimi-k3-vl", "cuda:sm90", true, "vision.self=fa3 decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"kimi-k3-vl", "cuda:sm100", true, "vision.self=fa4 decoder.prefill=fa4 decoder.decode=fa4"},
-    {"kimi-k3-vl", "cuda:sm120", true, "vision.self=cuda_sdpa decoder.prefill=flashinfer decoder.decode=flashinfer"},
-    {"kimi-k3-vl", "rocm", true, "vision.self=fa decoder.prefill=aiter decoder.decode=aiter"},
-    {"kimi-k3-vl", "xpu", true, "vision.self=xpu_flash decoder.prefill=sdpa decoder.decode=sdpa"},
-    {"kimi-k3-vl", "musa", true, "vision.self=fa decoder.prefill=fa decoder.decode=fa"},
+    {"kimi-k3-vl", "cuda:sm120", true, "vision.self=triton_attn decoder.prefill=flashinfer decoder.decode=flashinfer"},
+    {"kimi-k3-vl", "rocm", true, "vision.self=aiter decoder.prefill=aiter decoder.decode=aiter"},
+    {"kimi-k3-vl", "xpu", true, "vision.self=sdpa decoder.prefill=sdpa decoder.decode=sdpa"},
+    {"kimi-k3-vl", "musa", true, "vision.self=sdpa decoder.prefill=fa decoder.decode=fa"},
     {"kimi-k3-vl", "mps", true, "vision.self=sdpa decoder.prefill=sdpa decoder.decode=sdpa"},
     {"kimi-k3-vl", "npu", true, "vision.self=sdpa decoder.prefill=sdpa decoder.decode=sdpa"},
     {"kimi-k3-vl", "cpu", true, "vision.self=cpu_flash decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
@@ -144,8 +146,9 @@ TEST(SelectGolden, GlmDsaSparseMlaOnSm120WithFp8Cache) {
   const Decision* d = testing::find(bf16, "decoder", "decode");
   EXPECT_NE(d->backend, "flashinfer_sparse_mla");
   EXPECT_EQ(d->rejected.at(0).backend, "flashinfer_sparse_mla");
-  EXPECT_EQ(d->rejected.at(0).code, "AK2104");  // its k/v dtype is fp8_e4m3 only
+  EXPECT_EQ(d->rejected.at(0).code, "AK4016");  // its k/v dtype is fp8_e4m3 only, stated with the whole rule
   EXPECT_NE(d->rejected.at(0).reason.find("fp8_e4m3"), std::string::npos);
+  EXPECT_NE(d->rejected.at(0).reason.find("sm_120 or sm_121"), std::string::npos);
 }
 
 }  // namespace

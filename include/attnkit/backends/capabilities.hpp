@@ -31,8 +31,15 @@ struct Capabilities {
   bool paged_kv = false;
   bool diagonal_offsets = false;  // Problem::diagonal_offsets (sliding windows of ring shards)
   bool sparse = false;
+  // A sparse backend runs problems shorter than this many queries, or with
+  // seqlen_q != seqlen_k, as dense attention inside (0: no such limit).
+  int dense_below_seqlen = 0;
   bool switchable_per_request = true;
   bool skip_softmax = false;  // the kernel implements request-scoped skip-softmax (CallContext)
+  // Checkpoint features (select/profile.hpp: CheckpointFeature) the backend
+  // cannot run without, and those it reads when the checkpoint has them.
+  std::vector<std::string> requires_weights;
+  std::vector<std::string> uses_weights;
   std::string required_library;  // "cudnn", "nccl", ... (empty: none)
   bool built = true;  // false: modelled for validation only, no kernel in this binary
   bool auto_selectable = true;  // false: only when named (e.g. `reference`)

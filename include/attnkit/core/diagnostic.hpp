@@ -37,6 +37,7 @@ struct CatalogEntry {
   std::string example_after;
   std::string when;
   std::vector<std::string> related;
+  std::vector<std::string> engine_messages;  // error texts of the engine (SGLang) this page covers
 };
 
 using DiagArgs = std::initializer_list<std::pair<std::string_view, std::string>>;
@@ -44,6 +45,18 @@ using DiagArgs = std::initializer_list<std::pair<std::string_view, std::string>>
 // The embedded catalog, parsed once.
 const std::vector<CatalogEntry>& diagnostic_catalog();
 const CatalogEntry* find_catalog_entry(std::string_view code);
+
+// A catalog page found by the text of an error message.
+struct CatalogMatch {
+  const CatalogEntry* entry = nullptr;
+  double score = 0;      // share of the query's words the page's best text contains, 0..1
+  std::string matched;   // that text: an engine message, or the page's own message template
+};
+// The pages whose engine messages or own message best cover `text` (any
+// fragment of an engine's or attnkit's error message), best first: every page
+// scoring at least half of the best and at least 0.3, up to `max`. A code
+// ("AK4001") in the text finds its page with score 1.
+std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max = 5);
 
 // Builds the diagnostic for `code` with the template filled from `args`.
 // An unknown code is a programming error: it yields an "AK0000" internal

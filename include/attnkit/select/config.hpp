@@ -31,14 +31,17 @@ struct ParsedConfig {
   BackendConfig values;
 };
 
-// Detects the form: "" (empty), "{...}" (JSON string), an existing or
-// file-like path (.json / .yaml / .yml), otherwise "k=v,k2=v2" pairs where
-// true/false -> bool, digits -> int, digits with '.' -> float, else string. In
-// pairs, a comma-separated fragment without '=' continues the previous value,
-// so `dense_layers=0,1` keeps "0,1".
+// Detects the form: "" (empty), "{...}" (JSON string), an existing file, a
+// file-like path without '=' (.json / .yaml / .yml or containing '/'),
+// otherwise "k=v,k2=v2" pairs where true/false in any case -> bool, digits ->
+// int, digits with '.' -> float, else string. In pairs, a comma-separated
+// fragment without '=' continues the previous value, so `dense_layers=0,1`
+// keeps "0,1".
 Result<ParsedConfig> parse_backend_config(std::string_view text);
 
-enum class KeyType { boolean, integer, number, string, path, choice, layer_list };
+// backend_choice: one of `choices` as a backend name, aliases and flash
+// kernels included (fa3, FA, flash_attn -> fa; sage -> sage_attn).
+enum class KeyType { boolean, integer, number, string, path, choice, backend_choice, layer_list };
 std::string_view key_type_name(KeyType t);
 
 struct KeySchema {
@@ -47,7 +50,8 @@ struct KeySchema {
   bool required = false;
   std::optional<double> min, max;  // numeric bounds
   bool min_exclusive = false, max_exclusive = false;
-  std::vector<std::string> choices;  // KeyType::choice
+  std::vector<std::string> choices;  // KeyType::choice, backend_choice
+  std::vector<std::string> also;     // numeric keys: names accepted besides numbers ("auto")
   std::string default_text;          // documentation only
   std::string range_text() const;    // "(0, 1]", ">= 0", "fa | sage_attn"
   static KeySchema of(std::string key, KeyType type) {

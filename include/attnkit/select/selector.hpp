@@ -40,14 +40,29 @@ enum class Level : std::uint8_t {
 std::string_view level_name(Level l);
 
 // ---- names -------------------------------------------------------------------
-// Aliases normalise (cudnn_sdpa -> cudnn, torch_sdpa -> sdpa, triton -> triton_attn);
-// families pick a kernel for the platform: `fa` -> fa2 (sm_80..89, sm_120),
-// fa3 (sm_90), fa4 (sm_100..103), the modelled `fa` elsewhere, xpu_flash on
-// XPU; `sdpa` -> cuda_sdpa on CUDA, cpu_flash on the CPU, the modelled `sdpa`
-// elsewhere. Returns "" when the name is unknown to `registry`.
+// Names are matched as engine users write them: case-insensitive, `-` = `_`,
+// surrounding blanks ignored ("Text-Encoder" -> "text_encoder").
+std::string normalise_name(std::string_view name);
+// normalise_name() plus the aliases: the engine's enum spellings
+// (TORCH_SDPA -> sdpa, TORCH_CUDNN_SDPA and cudnn_sdpa -> cudnn, FA2 -> fa2),
+// torch_native -> sdpa, triton -> triton_attn, sage / sageattention ->
+// sage_attn, flash_attn -> fa, aiter_attn -> aiter.
+std::string normalise_backend_name(std::string_view name);
+// "auto" in any spelling: no request at that level.
+bool is_auto_name(std::string_view name);
+// Aliases normalise (see normalise_backend_name); families pick a kernel for
+// the platform: `fa` -> fa2 (sm_80..89, sm_120), fa3 (sm_90), fa4
+// (sm_100..103), the modelled `fa` elsewhere, xpu_flash on XPU; `sdpa` ->
+// cuda_sdpa on CUDA, cpu_flash on the CPU, the modelled `sdpa` elsewhere.
+// Returns "" when the name is unknown to `registry`.
 std::string resolve_backend_name(std::string_view name, const Platform& platform, const Registry& registry);
 // Whether `canonical` is a member of the flash family (fa, fa2, fa3, fa4).
 bool is_flash_family(std::string_view canonical);
+// Whether the name `written` (a backend, alias or family, as a profile lists
+// it) covers the backend `canonical` on `platform`: `fa` covers every flash
+// kernel, `sdpa` the platform's SDPA-class backend.
+bool names_backend(std::string_view written, std::string_view canonical, const Platform& platform,
+                   const Registry& registry);
 // Every name a user may write: registered backends, families and aliases.
 std::vector<std::string> accepted_backend_names(const Registry& registry);
 // AK2002 listing the accepted names and the nearest one.
@@ -57,7 +72,6 @@ Diagnostic unknown_backend(std::string_view name, const Registry& registry);
 // What kind of layer the auto level chooses for.
 struct LayerTraits {
   bool llm = false;                     // an LLM decoder layer (prefill/decode)
-  bool sparse_mla = false;              // a DeepSeek-style sparse-MLA model
   bool ring_sequence_parallel = false;  // split over ring degree > 1
 };
 // The platform's preference order of design 2.1, most preferred first; names
@@ -105,6 +119,12 @@ struct DeploymentConfig {
   // and applies it; a runtime::Deployment starts with it applied.
   std::string attention_backend_override;  // a backend name, or "none"
   std::string skip_softmax_params;         // JSON/YAML file, JSON string or k=v pairs (threshold_scale_factor, start_step)
+  // Read the backend variables of the environment at the engine-default level
+  // when --attention-backend / --mm-attention-backend leave it unset:
+  // ATTNKIT_ATTENTION_BACKEND, then SGLANG_DIFFUSION_ATTENTION_BACKEND (DiT
+  // components), and ATTNKIT_MM_ATTENTION_BACKEND, then
+  // SGLANG_MM_ATTENTION_BACKEND (multimodal components).
+  bool read_environment = true;
 };
 
 struct Rejection {
@@ -120,6 +140,7 @@ struct Decision {
   std::string backend;     // canonical name of the chosen (or refused) backend
   std::string requested;   // the name as written at the deciding level ("" for auto)
   Level decided_by = Level::auto_select;
+  std::string source;      // who asked: "--attention-backend fa", "SGLANG_DIFFUSION_ATTENTION_BACKEND=fa (environment)", "" for auto
   std::string fallback_reason;  // "" when no fallback happened
   std::vector<Rejection> rejected;
   bool ok = true;          // false: the requested backend cannot run and no fallback is allowed

@@ -2,6 +2,7 @@
 // reads like the capability matrix printed by `attnkit backends`.
 #include "backends/modelled/modelled_backends.hpp"
 
+#include <functional>
 #include <utility>
 
 namespace attnkit {
@@ -18,15 +19,24 @@ const EnumSet<MK> kAllMasks{MK::none, MK::causal, MK::sliding_window, MK::block_
 const EnumSet<Layout> kAllLayouts{Layout::bshd, Layout::bhsd, Layout::thd};
 const EnumSet<Layout> kPadded{Layout::bshd, Layout::bhsd};
 
+// A backend's own rules beyond the capability model: adds its reasons.
+using ExtraCheck = std::function<void(const Problem&, const Platform&, Diagnostics&)>;
+
 class ModelledBackend final : public Backend {
  public:
-  ModelledBackend(std::string name, std::string description, Capabilities caps)
-      : name_(std::move(name)), description_(std::move(description)), caps_(std::move(caps)) {
+  ModelledBackend(std::string name, std::string description, Capabilities caps, ExtraCheck extra)
+      : name_(std::move(name)), description_(std::move(description)), caps_(std::move(caps)),
+        extra_(std::move(extra)) {
     caps_.built = false;
   }
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   const Capabilities& capabilities() const override { return caps_; }
+  Diagnostics check(const Problem& p, const Platform& platform) const override {
+    Diagnostics why = Backend::check(p, platform);
+    if (extra_) extra_(p, platform, why);
+    return why;
+  }
   Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override {
     Diagnostics why = check(p, platform);
     if (!why.has_code("AK2111")) why.add("AK2111", {{"backend", name_}, {"detail", " (modelled backend)"}});
@@ -37,13 +47,31 @@ class ModelledBackend final : public Backend {
   std::string name_;
   std::string description_;
   Capabilities caps_;
+  ExtraCheck extra_;
 };
 
 struct Row {
   const char* name;
   const char* description;
   Capabilities caps;
+  ExtraCheck extra = nullptr;
 };
+
+// flashinfer_sparse_mla: an fp8_e4m3 latent KV cache on sm_120 / sm_121 only
+// (the model half of its rule, GLM-DSA weights, is `requires_weights`). Its
+// platform and cache reasons state the whole rule (AK4017, AK4016) in place
+// of the generic platform / arch ones.
+void sparse_mla_rules(const Problem& p, const Platform& platform, Diagnostics& why) {
+  Diagnostics out;
+  bool wrong_platform = false;
+  for (const Diagnostic& d : why) {
+    if (d.code == "AK2101" || d.code == "AK2102" || d.code == "AK2103") wrong_platform = true;
+    else out.add(d);
+  }
+  if (wrong_platform) out.add("AK4017", {{"platform", platform.label()}});
+  if (p.k_dtype() != DType::f8e4m3) out.add("AK4016", {{"kv_dtype", std::string(dtype_name(p.k_dtype()))}});
+  why = std::move(out);
+}
 
 // Starting point for a CUDA kernel of the flash family.
 Capabilities cuda_caps(int min_sm, int max_sm, DTypeSet dtypes, std::vector<int> dims) {
@@ -96,16 +124,26 @@ std::vector<Row> modelled_table() {
                     c.distinct_v_head_dim = false;
                   })});
   rows.push_back({"sliding_tile_attn", "3D sliding tile attention over video latents (tile-ordered tokens)",
-                  sparse_caps({64, 128})});
-  rows.push_back({"sparge_attn", "SpargeAttn: top-k KV blocks from pooled q/k similarity", sparse_caps({64, 128})});
+                  sparse_caps({32, 64, 96, 128, 160, 192, 224, 256})});
+  // SpargeAttn's kernel is square self-attention of at least one 128-token
+  // block, without grouped-query heads; shorter calls run dense SDPA.
+  rows.push_back({"sparge_attn", "SpargeAttn: top-k KV blocks from pooled q/k similarity",
+                  with(sparse_caps({64, 128}), [](Capabilities& c) {
+                    c.gqa = false;
+                    c.dense_below_seqlen = 128;
+                  })});
   rows.push_back({"video_sparse_attn", "video sparse attention (coarse top-k cubes + fine block attention)",
                   sparse_caps({64, 128})});
   rows.push_back({"subblock_sparse_attn", "sub-block sparse attention for video DiTs", sparse_caps({64, 128})});
-  rows.push_back({"sol_attn", "dense for the first steps/layers, sparse after", sparse_caps({64, 128})});
+  rows.push_back({"sol_attn", "dense for the first steps/layers, sparse after (bf16, head dim 128)",
+                  with(sparse_caps({128}), [](Capabilities& c) { c.dtypes = {DType::bf16}; })});
   rows.push_back({"video_sparse_attn_h3", "MiniMax-H3 video sparse attention with the gated compression branch",
-                  sparse_caps({64, 128})});
+                  with(sparse_caps({64, 128}), [](Capabilities& c) { c.uses_weights = {"compression_gates"}; })});
   rows.push_back({"hybrid_window_attn_h3", "VDN-H3 hybrid: window softmax plus a gated linear branch",
-                  with(sparse_caps({64, 128}), [](Capabilities& c) { c.switchable_per_request = false; })});
+                  with(sparse_caps({64, 128}), [](Capabilities& c) {
+                    c.switchable_per_request = false;
+                    c.requires_weights = {"linear_branch"};
+                  })});
   // ---- LLM-side CUDA backends
   rows.push_back({"flashinfer", "FlashInfer prefill/decode kernels (paged KV, split-KV decode)",
                   with(cuda_caps(75, 0, kHalf, {64, 128, 256}), [](Capabilities& c) {
@@ -119,10 +157,12 @@ std::vector<Row> modelled_table() {
                   })});
   rows.push_back({"flashinfer_sparse_mla", "FlashInfer sparse MLA (DeepSeek sparse attention), sm_120/121",
                   with(cuda_caps(120, 121, {DType::bf16}, {128, 192}), [](Capabilities& c) {
-                    c.kv_dtypes = {DType::f8e4m3};
+                    c.kv_dtypes = {DType::f16, DType::bf16, DType::f32, DType::f8e4m3, DType::f8e5m2};  // sparse_mla_rules: fp8_e4m3, with the whole rule
                     c.paged_kv = true;
                     c.masks = {MK::causal, MK::block_sparse};
-                  })});
+                    c.requires_weights = {"sparse_mla"};
+                  }),
+                  sparse_mla_rules});
   rows.push_back({"triton_attn", "Triton attention kernels (CUDA and ROCm)",
                   with(cuda_caps(75, 0, kHalfF32, {}), [](Capabilities& c) {
                     c.platforms = {PK::cuda, PK::rocm};
@@ -174,7 +214,7 @@ std::vector<Row> modelled_table() {
 void register_modelled_backends(Registry& registry) {
   for (Row& row : modelled_table()) {
     if (registry.find(row.name) != nullptr) continue;  // a real kernel is registered
-    registry.add(std::make_unique<ModelledBackend>(row.name, row.description, std::move(row.caps)));
+    registry.add(std::make_unique<ModelledBackend>(row.name, row.description, std::move(row.caps), std::move(row.extra)));
   }
 }
 

@@ -1,0 +1,95 @@
+// `explain` by error text: the catalog pages whose engine messages (or own
+// message) share the most words with a fragment of an error message.
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <string>
+
+#include "attnkit/core/diagnostic.hpp"
+
+namespace attnkit {
+namespace {
+
+// Words that carry no meaning for matching.
+const std::set<std::string>& stop_words() {
+  static const std::set<std::string> words = {"a",   "an",  "the", "of",  "for", "to",   "is",  "be",   "by",
+                                              "and", "or",  "on",  "in",  "with", "it",  "this", "that", "as",
+                                              "at",  "are", "was", "got", "its", "can",  "not", "use",  "only"};
+  return words;
+}
+
+// Lower-case words of letters, digits and '_' ; "{placeholders}" and "..." dropped.
+std::set<std::string> words_of(std::string_view text) {
+  std::set<std::string> out;
+  std::string word;
+  bool in_placeholder = false;
+  auto flush = [&] {
+    if (!word.empty() && !stop_words().count(word)) out.insert(word);
+    word.clear();
+  };
+  for (char ch : text) {
+    if (ch == '{') in_placeholder = true;
+    if (ch == '}') {
+      in_placeholder = false;
+      word.clear();
+      continue;
+    }
+    if (in_placeholder) continue;
+    const auto u = static_cast<unsigned char>(ch);
+    if (std::isalnum(u) || ch == '_') word += static_cast<char>(std::tolower(u));
+    else flush();
+  }
+  flush();
+  return out;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max) {
+  std::vector<CatalogMatch> coded;
+  const std::set<std::string> query = words_of(text);
+  for (const std::string& w : query)
+    if (const CatalogEntry* e = w.size() == 6 ? find_catalog_entry(upper(w)) : nullptr) coded.push_back({e, 1.0, e->code});
+  if (!coded.empty() || query.empty()) return coded;
+  struct Scored {
+    CatalogMatch match;
+    double cover;
+  };
+  std::vector<Scored> out;
+  for (const CatalogEntry& e : diagnostic_catalog()) {
+    CatalogMatch best{&e, 0.0, ""};
+    double best_cover = 0;  // tie-break: the share of the text's words the query covers
+    auto consider = [&](const std::string& candidate, double weight) {
+      const std::set<std::string> words = words_of(candidate);
+      if (words.empty()) return;
+      std::size_t shared = 0;
+      for (const std::string& w : query) shared += words.count(w);
+      const double score = weight * static_cast<double>(shared) / static_cast<double>(query.size());
+      const double cover = static_cast<double>(shared) / static_cast<double>(words.size());
+      if (score > best.score || (score == best.score && cover > best_cover)) {
+        best = {&e, score, candidate};
+        best_cover = cover;
+      }
+    };
+    for (const std::string& m : e.engine_messages) consider(m, 1.0);
+    consider(e.message, 1.0);
+    consider(e.title, 0.8);  // "ring-needs-fa"
+    if (best.score > 0) out.push_back({best, best_cover});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Scored& a, const Scored& b) {
+    return a.match.score != b.match.score ? a.match.score > b.match.score : a.cover > b.cover;
+  });
+  const double floor = out.empty() ? 1.0 : std::max(0.3, out.front().match.score / 2);
+  std::vector<CatalogMatch> kept;
+  for (const Scored& s : out)
+    if (s.match.score >= floor && kept.size() < max) kept.push_back(s.match);
+  return kept;
+}
+
+}  // namespace attnkit
