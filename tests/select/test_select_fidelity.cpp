@@ -51,12 +51,17 @@ const json& part_of(const json& c, const std::string& field) {
   return it == c.end() ? none : *it;
 }
 
+// The case called `name` in the list `list` ("check" or "explain"), or null.
+const json* case_named(const char* list, const std::string& name) {
+  for (const json& x : cases()[list])
+    if (x["name"] == name) return &x;
+  return nullptr;
+}
+
 class FidelityCase : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FidelityCase, ThroughTheEngine) {
-  const json* c = nullptr;
-  for (const json& x : cases()["check"])
-    if (x["name"] == GetParam()) c = &x;
+  const json* c = case_named("check", GetParam());
   ASSERT_NE(c, nullptr);
   if (c->contains("needs")) std::cerr << "this case needs: " << (*c)["needs"].get<std::string>() << "\n";
   std::vector<std::string> args;
@@ -131,9 +136,7 @@ INSTANTIATE_TEST_SUITE_P(Fidelity, FidelityCase, ::testing::ValuesIn(case_names(
 class ExplainCase : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExplainCase, FindsThePage) {
-  const json* c = nullptr;
-  for (const json& x : cases()["explain"])
-    if (x["name"] == GetParam()) c = &x;
+  const json* c = case_named("explain", GetParam());
   ASSERT_NE(c, nullptr);
   const std::vector<CatalogMatch> found = search_catalog((*c)["text"].get<std::string>());
   ASSERT_FALSE(found.empty());
