@@ -2,6 +2,7 @@
 // message) share the most words with a fragment of an error message.
 #include <algorithm>
 #include <cctype>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -43,6 +44,39 @@ std::set<std::string> words_of(std::string_view text) {
   return out;
 }
 
+// A message template as a pattern: its literal text, each "{placeholder}"
+// matching anything, so a whole attnkit message (values filled in) matches
+// the template it came from.
+std::regex template_pattern(std::string_view tmpl) {
+  static const std::string specials = R"(.^$|()[]{}*+?\)";
+  std::string pattern;
+  for (std::size_t i = 0; i < tmpl.size(); ++i) {
+    if (tmpl[i] == '{') {
+      const std::size_t close = tmpl.find('}', i);
+      if (close != std::string_view::npos) {
+        pattern += "[\\s\\S]*";
+        i = close;
+        continue;
+      }
+    }
+    if (specials.find(tmpl[i]) != std::string::npos) pattern += '\\';
+    pattern += tmpl[i];
+  }
+  return std::regex(pattern);
+}
+
+// The literal characters of a template (its specificity).
+std::size_t literal_size(std::string_view tmpl) {
+  std::size_t n = 0;
+  bool in_placeholder = false;
+  for (char ch : tmpl) {
+    if (ch == '{') in_placeholder = true;
+    else if (ch == '}') in_placeholder = false;
+    else if (!in_placeholder) ++n;
+  }
+  return n;
+}
+
 std::string upper(std::string_view s) {
   std::string out(s);
   for (char& ch : out) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
@@ -61,8 +95,25 @@ std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max)
     CatalogMatch match;
     double cover;
   };
+  // A whole attnkit message fills its page's template: at least 0.5, more
+  // the more of the message is the template's literal text.
+  static const std::vector<std::regex> patterns = [] {
+    std::vector<std::regex> out;
+    for (const CatalogEntry& e : diagnostic_catalog()) out.push_back(template_pattern(e.message));
+    return out;
+  }();
+  std::string whole(text);
+  whole.erase(0, whole.find_first_not_of(" \t\r\n"));
+  whole.erase(whole.find_last_not_of(" \t\r\n") + 1);
+  auto filled_score = [&](std::size_t i) {
+    const CatalogEntry& e = diagnostic_catalog()[i];
+    const std::size_t literal = literal_size(e.message);
+    if (literal < 12 || whole.empty() || !std::regex_match(whole, patterns[i])) return 0.0;
+    return 0.5 + 0.5 * std::min(1.0, static_cast<double>(literal) / static_cast<double>(whole.size()));
+  };
   std::vector<Scored> out;
-  for (const CatalogEntry& e : diagnostic_catalog()) {
+  for (std::size_t i = 0; i < diagnostic_catalog().size(); ++i) {
+    const CatalogEntry& e = diagnostic_catalog()[i];
     CatalogMatch best{&e, 0.0, ""};
     double best_cover = 0;  // tie-break: the share of the text's words the query covers
     auto consider = [&](const std::string& candidate, double weight) {
@@ -80,6 +131,10 @@ std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max)
     for (const std::string& m : e.engine_messages) consider(m, 1.0);
     consider(e.message, 1.0);
     consider(e.title, 0.8);  // "ring-needs-fa"
+    if (const double filled = filled_score(i); filled > best.score) {
+      best = {&e, filled, e.message};
+      best_cover = 1.0;
+    }
     if (best.score > 0) out.push_back({best, best_cover});
   }
   std::stable_sort(out.begin(), out.end(), [](const Scored& a, const Scored& b) {

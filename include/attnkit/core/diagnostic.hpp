@@ -54,8 +54,10 @@ struct CatalogMatch {
 };
 // The pages whose engine messages or own message best cover `text` (any
 // fragment of an engine's or attnkit's error message), best first: every page
-// scoring at least half of the best and at least 0.3, up to `max`. A code
-// ("AK4001") in the text finds its page with score 1.
+// scoring at least half of the best and at least 0.3, up to `max`. A page
+// scores the share of the query's words one of its texts contains, or, when
+// the whole text fills its message template, 0.5 plus half the template's
+// share of the text. A code ("AK4001") in the text finds its page with score 1.
 std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max = 5);
 
 // Builds the diagnostic for `code` with the template filled from `args`.
