@@ -110,6 +110,8 @@ struct DeploymentConfig {
   std::string decode_attention_backend;      // level 3 for the LLM `decode` role
   std::string mm_attention_backend;          // level 4 for multimodal components
   std::string kv_cache_dtype = "auto";
+  // The degrees as resolved: the flag parser (parse_deployment_args) applies
+  // the engine's rule that --sp-degree N alone means ulysses_degree = N.
   int ring_degree = 1;
   int ulysses_degree = 1;
   std::optional<int> sp_degree;      // default: ring_degree * ulysses_degree
