@@ -117,3 +117,12 @@ def test_explain_text_returns_ranked_pages_and_a_code_its_page():
     assert attnkit.explain("the weather in paris is lovely") == []
     with pytest.raises(attnkit.AttnkitError):
         attnkit.explain("AK" + "9" * 4)  # a code the catalog does not have
+
+
+def test_call_backend_names_as_written():
+    """attention(backend=...) takes the spellings `check` takes (case, '-' for '_', auto)."""
+    np = pytest.importorskip("numpy")
+    q = np.random.default_rng(0).standard_normal((1, 16, 2, 64)).astype(np.float32)
+    attnkit.attention(q, q, q, backend="AUTO")
+    out = attnkit.attention(q, q, q, backend="CPU-Flash")
+    assert attnkit.last_backend() == "cpu_flash" and out.shape == q.shape

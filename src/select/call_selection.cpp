@@ -6,7 +6,7 @@ namespace attnkit::select {
 
 Result<CallDecision> select_for_call(const Problem& p, const std::vector<Platform>& platforms,
                                      std::string_view requested, const Registry& registry) {
-  const bool is_auto = requested.empty() || requested == "auto";
+  const bool is_auto = requested.empty() || is_auto_name(requested);
   const std::string forced = global_force_backend();
   if (!is_auto || !forced.empty()) {
     const std::string name = is_auto ? forced : std::string(requested);
