@@ -119,6 +119,21 @@ def test_explain_text_returns_ranked_pages_and_a_code_its_page():
         attnkit.explain("AK" + "9" * 4)  # a code the catalog does not have
 
 
+@pytest.mark.parametrize("sm", [70, 75])
+def test_old_gpus_take_the_generic_kernel(sm):
+    """Volta / Turing: auto takes cuda_sdpa where this build compiles it (sm_70
+    with CUDA 12, sm_75 with CUDA 13); below the build's floor its refusal names the floor."""
+    result = attnkit.check(["--model", "wan", "--platform", f"cuda:sm{sm}", "--dtype", "fp16"])
+    layer = _selection(result, "transformer.self")
+    if result["ok"]:
+        assert {s["backend"] for s in result["selections"]} == {"cuda_sdpa"}
+    else:
+        assert layer["rejected"][0]["backend"] == "cuda_sdpa" and layer["rejected"][0]["code"] == "AK2102"
+        assert sm == 70 and "sm_75" in layer["rejected"][0]["reason"]
+    bf16 = attnkit.check(["--model", "wan", "--platform", f"cuda:sm{sm}", "--dtype", "bf16"])
+    assert not bf16["ok"] and _selection(bf16, "transformer.self")["rejected"][0]["backend"] == "cuda_sdpa"
+
+
 def test_call_backend_names_as_written():
     """attention(backend=...) takes the spellings `check` takes (case, '-' for '_', auto)."""
     np = pytest.importorskip("numpy")

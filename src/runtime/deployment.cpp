@@ -190,8 +190,8 @@ Diagnostics Deployment::audit() const {
     if (!built && request.level == select::Level::component_role_override)
       out.add("AK3009", {{"entry", request.source}, {"model", profile().name},
                          {"why", "no " + where + " layer was built (" +
-                                     (roles_built.empty() ? "no layer of " + request.component
-                                                          : "only " + join(roles_built)) + ")"}});
+                                     (roles_built.empty() ? "none has layers built" : "only " + join(roles_built) + " built") +
+                                     ")"}});
     else if (!built)
       out.add("AK3008", {{"source", request.source}, {"why", "no layer of " + where + " was built"}});
     else if (!controlled)

@@ -278,9 +278,9 @@ Diagnostics unique(const Diagnostics& in) {
   return out;
 }
 
-// Request-scoped skip-softmax runs in FlashInfer's TRT-LLM attention kernels:
-// Hopper sm_90 and Blackwell sm_100 / sm_103 / sm_107 only, fp16 or bf16,
-// head dims 128 and 256 (AK3019 otherwise, naming where it cannot run).
+// The engine runs request-scoped skip-softmax in FlashInfer's TRT-LLM
+// attention kernels: Hopper sm_90 and Blackwell sm_100 / sm_103 / sm_107 only,
+// fp16 or bf16, head dims 128 and 256 (AK3019 otherwise, naming where).
 Diagnostics skip_softmax_support(const Platform& platform, const std::vector<Decision>& decisions, const Profile& profile) {
   constexpr int kSms[] = {90, 100, 103, 107};
   constexpr int kHeadDims[] = {128, 256};
@@ -533,7 +533,9 @@ Result<PreparedRequest> Engine::prepare(const RequestOverride& request) {
       why.add("AK3104", {{"key", "threshold_scale_factor"}, {"owner", "skip_softmax"}});
     for (const std::string& backend : runs)
       if (!is_flash_family(backend)) why.add("AK3013", {{"backend", backend}});
-    why.append(skip_softmax_support(result_.platform, result_.selections, *profile_));
+    // A named platform is validated as the engine runs skip-softmax; on this
+    // machine the kernels' own skip_softmax capability decides (runtime::Deployment).
+    if (!result_.platform.detected) why.append(skip_softmax_support(result_.platform, result_.selections, *profile_));
     return why;
   };
   if (normalise_name(request.backend) == "none") {

@@ -63,7 +63,6 @@ class FidelityCase : public ::testing::TestWithParam<std::string> {};
 TEST_P(FidelityCase, ThroughTheEngine) {
   const json* c = case_named("check", GetParam());
   ASSERT_NE(c, nullptr);
-  if (c->contains("needs")) std::cerr << "this case needs: " << (*c)["needs"].get<std::string>() << "\n";
   std::vector<std::string> args;
   for (const json& a : (*c)["args"]) args.push_back(substitute(a.get<std::string>()));
   ScopedEnvironment env(part_of(*c, "env"));
@@ -194,6 +193,37 @@ components:
   ASSERT_FALSE(small_heads.ok());
   EXPECT_TRUE(small_heads.diagnostics().has_code("AK3019"));
   EXPECT_NE(small_heads.diagnostics().items()[0].message.find("head dim is 64"), std::string::npos);
+}
+
+// Volta and Turing: auto takes the sdpa-class path (the generic CUDA kernel)
+// where this build compiles it (sm_70 with a CUDA 12 toolkit, sm_75 with
+// CUDA 13), and bf16 is refused there with its reason; below the build's
+// floor the generic kernel's refusal names the floor.
+TEST(SelectFidelity, OldGpusTakeTheGenericKernel) {
+  const int floor = default_registry().find("cuda_sdpa")->capabilities().min_sm;
+  ASSERT_LE(floor, 75);
+  for (int sm : {70, 75}) {
+    const std::string platform = "cuda:sm" + std::to_string(sm);
+    const CheckResult fp16 = testing::check({.model = "wan", .platform = platform, .dtype = "fp16"});
+    const Decision* d = testing::find(fp16, "transformer", "self");
+    ASSERT_NE(d, nullptr);
+    if (sm >= floor) {
+      EXPECT_TRUE(fp16.ok) << platform << "\n" << fp16.diagnostics.summary();
+      for (const Decision& x : fp16.selections) EXPECT_EQ(x.backend, "cuda_sdpa") << platform << " " << x.component;
+    } else {
+      EXPECT_FALSE(fp16.ok);
+      ASSERT_FALSE(d->rejected.empty());
+      EXPECT_EQ(d->rejected[0].backend, "cuda_sdpa");
+      EXPECT_EQ(d->rejected[0].code, "AK2102");
+      EXPECT_NE(d->rejected[0].reason.find("sm_" + std::to_string(floor)), std::string::npos) << d->rejected[0].reason;
+    }
+    const CheckResult bf16 = testing::check({.model = "wan", .platform = platform, .dtype = "bf16"});
+    EXPECT_FALSE(bf16.ok) << platform;
+    const Decision* b = testing::find(bf16, "transformer", "self");
+    ASSERT_FALSE(b->rejected.empty());
+    EXPECT_EQ(b->rejected[0].backend, "cuda_sdpa");
+    if (sm >= floor) EXPECT_NE(b->rejected[0].reason.find("bf16 needs sm_80"), std::string::npos) << b->rejected[0].reason;
+  }
 }
 
 // The profile parser refuses a misspelt key and a wrong type, each with its code.
