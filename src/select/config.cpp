@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "attnkit/select/selector.hpp"
+#include "core/text_file.hpp"
 #include "select/text_util.hpp"
 
 namespace attnkit::select {
@@ -90,28 +90,44 @@ ConfigValue infer_scalar(const std::string& s) {
   return s;
 }
 
+// A JSON value as quoted in a message: at most 64 characters of it.
+std::string shown(const nlohmann::json& j) {
+  std::string text = j.dump();
+  return text.size() <= 64 ? text : text.substr(0, 61) + "...";
+}
+
 Result<ConfigValue> config_value_from_json(const std::string& key, const nlohmann::json& j) {
   if (j.is_boolean()) return ConfigValue(j.get<bool>());
+  // Integers past int64 (nlohmann keeps them as uint64) stay numbers, as doubles, rather than wrap.
+  if (j.is_number_unsigned() && j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    return ConfigValue(j.get<double>());
   if (j.is_number_integer()) return ConfigValue(j.get<std::int64_t>());
   if (j.is_number_float()) return ConfigValue(j.get<double>());
   if (j.is_string()) return ConfigValue(j.get<std::string>());
   if (j.is_array()) {
     std::vector<std::int64_t> out;
     for (const auto& e : j) {
-      if (!e.is_number_integer())
-        return diagnose("AK3102", {{"key", key}, {"expected", "a list of integers"}, {"got", "a list of " + std::string(e.type_name()) + "s"}, {"value", j.dump()}});
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
+        return diagnose("AK3102", {{"key", key}, {"expected", "a list of integers"}, {"got", "a list of " + std::string(e.type_name()) + "s"}, {"value", shown(j)}});
       out.push_back(e.get<std::int64_t>());
     }
     return ConfigValue(out);
   }
-  return diagnose("AK3102", {{"key", key}, {"expected", "a scalar or a list of integers"}, {"got", j.type_name()}, {"value", j.dump()}});
+  return diagnose("AK3102", {{"key", key}, {"expected", "a scalar or a list of integers"}, {"got", j.type_name()}, {"value", shown(j)}});
 }
 
 Result<ParsedConfig> parse_json(std::string_view text, ConfigForm form) {
+  struct TooDeep {};
+  const auto depth_guard = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxNesting) throw TooDeep{};
+    return true;
+  };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+    j = nlohmann::json::parse(text, depth_guard);
+  } catch (const TooDeep&) {
+    return malformed(config_form_name(form), "it nests deeper than " + std::to_string(kMaxNesting) + " levels");
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers past the double range
     return malformed(config_form_name(form), e.what());
   }
   if (!j.is_object()) return malformed(config_form_name(form), "the top level must be an object of key: value");
@@ -126,18 +142,14 @@ Result<ParsedConfig> parse_json(std::string_view text, ConfigForm form) {
   return out;
 }
 
-Result<ParsedConfig> parse_yaml(std::string_view text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return malformed("YAML file", e.what());
-  }
+Result<ParsedConfig> parse_yaml_unguarded(std::string_view text) {
+  const YAML::Node root = YAML::Load(std::string(text));
   ParsedConfig out{ConfigForm::yaml_file, {}};
   if (root.IsNull()) return out;
   if (!root.IsMap()) return malformed("YAML file", "the top level must be a mapping of key: value");
   Diagnostics why;
   for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) return malformed("YAML file", "every key must be a plain name, not a list or a mapping");
     const std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
     if (v.IsScalar()) {
@@ -159,6 +171,14 @@ Result<ParsedConfig> parse_yaml(std::string_view text) {
   }
   if (!why.empty()) return why;
   return out;
+}
+
+Result<ParsedConfig> parse_yaml(std::string_view text) {
+  try {
+    return parse_yaml_unguarded(text);
+  } catch (const YAML::Exception& e) {  // malformed text, DeepRecursion, a conversion that failed
+    return malformed("YAML file", e.what());
+  }
 }
 
 Result<ParsedConfig> parse_pairs(std::string_view text) {
@@ -209,15 +229,10 @@ Result<ParsedConfig> parse_backend_config(std::string_view text_in) {
   // in a path (mask_strategy_file_path=/abs/path/mask.json).
   const bool file_like = !has_eq && (json_name || yaml_name || text.find('/') != std::string::npos);
   if (is_regular_file(text) || file_like) {
-    std::ifstream in(text);
-    std::string contents;
-    if (in) {
-      std::ostringstream os;
-      os << in.rdbuf();
-      contents = os.str();
-    }
-    if (!in || in.bad())
-      return diagnose("AK3105", {{"path", text}, {"what", "--attention-backend-config file"}});
+    const TextFile file = read_text_file(text);
+    if (!file.text)
+      return diagnose("AK3105", {{"path", text}, {"what", "--attention-backend-config file"}, {"reason", file.problem}});
+    const std::string& contents = *file.text;
     if (json_name) return parse_json(contents, ConfigForm::json_file);
     if (yaml_name) return parse_yaml(contents);
     // No extension: JSON when it looks like JSON, YAML otherwise.
@@ -299,6 +314,9 @@ const BackendSchema* find_schema(std::string_view owner) {
   return nullptr;
 }
 
+// Layer indices are below this (models have hundreds of layers, not millions).
+constexpr int kMaxLayers = 1 << 16;
+
 Result<std::vector<int>> parse_layer_list(std::string_view text) {
   std::vector<int> out;
   auto bad = [&] {
@@ -319,6 +337,7 @@ Result<std::vector<int>> parse_layer_list(std::string_view text) {
         hi = std::stoi(rest, &used);
         if (used != rest.size() || hi < lo) return bad();
       }
+      if (hi >= kMaxLayers) return bad();  // also bounds the list this builds
       for (int i = lo; i <= hi; ++i) out.push_back(i);
     } catch (...) {
       return bad();
@@ -369,8 +388,8 @@ void check_value(const KeySchema& k, const ConfigValue& v, Diagnostics& out) {
         wrong_type(k.type == KeyType::path ? "path" : "string");
         return;
       }
-      if (k.type == KeyType::path && !std::ifstream(std::get<std::string>(v)))
-        out.add("AK3105", {{"path", value}, {"what", "'" + k.key + "'"}});
+      if (k.type == KeyType::path && !readable_file(std::get<std::string>(v)))
+        out.add("AK3105", {{"path", value}, {"what", "'" + k.key + "'"}, {"reason", "not a readable file"}});
       return;
     case KeyType::choice: {
       const auto* s = std::get_if<std::string>(&v);
