@@ -147,4 +147,36 @@ std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max)
   return kept;
 }
 
+namespace {
+
+// One word of "AK" and letters or digits, at least one a digit: a code as
+// written, maybe misspelt (AK1O02), not a fragment of a message.
+bool looks_like_code(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return false;
+  text = text.substr(first, text.find_last_not_of(" \t\r\n") + 1 - first);
+  if (text.size() < 3 || std::toupper(static_cast<unsigned char>(text[0])) != 'A' ||
+      std::toupper(static_cast<unsigned char>(text[1])) != 'K')
+    return false;
+  const std::string_view rest = text.substr(2);
+  return std::all_of(rest.begin(), rest.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); }) &&
+         std::any_of(rest.begin(), rest.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+}
+
+}  // namespace
+
+Result<Explanation> explain_text(std::string_view text) {
+  if (looks_like_code(text)) {
+    Result<const CatalogEntry*> page = lookup_catalog_entry(text);
+    if (!page) return page.diagnostics();
+    return Explanation{*page, {}};
+  }
+  std::vector<CatalogMatch> matches = search_catalog(text);
+  if (matches.empty()) {
+    const std::string shown = text.size() <= 64 ? std::string(text) : std::string(text.substr(0, 61)) + "...";
+    return diagnose("AK0004", {{"text", shown}});
+  }
+  return Explanation{nullptr, std::move(matches)};
+}
+
 }  // namespace attnkit

@@ -130,4 +130,14 @@ class Result {
 // AK0001 naming the nearest code: what `attnkit explain` and attnkit.explain() show.
 Result<const CatalogEntry*> lookup_catalog_entry(std::string_view code);
 
+// What `attnkit explain TEXT` and attnkit.explain(text) answer. A text that is
+// one code-like word ("AK1002", " ak1002 ", the typo "AK1O02") names a page:
+// that page, or AK0001 naming the nearest code. Any other text: the pages
+// covering it (search_catalog), or AK0004 when none does.
+struct Explanation {
+  const CatalogEntry* page = nullptr;  // the text was a code
+  std::vector<CatalogMatch> matches;   // otherwise: best first, never empty
+};
+Result<Explanation> explain_text(std::string_view text);
+
 }  // namespace attnkit
