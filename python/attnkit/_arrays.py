@@ -36,10 +36,10 @@ def _refused(diagnostics):
     return AttnkitError(diagnostics)
 
 
-def empty(like, shape, dtype, name):
-    """An uninitialised array `name` of `shape` and attnkit dtype `dtype` in `like`'s framework
-    and device. Host memory is checked before allocating (AK1013), and a framework's own
-    out-of-memory error becomes AK1013 too."""
+def empty(like, shape, dtype, name, fill=None):
+    """An array `name` of `shape` and attnkit dtype `dtype` in `like`'s framework and device,
+    uninitialised or filled with `fill`. Host memory is checked before allocating (AK1013),
+    and a framework's own out-of-memory error becomes AK1013 (AK6001 on a GPU)."""
     from ._attnkit import check_host_allocation, diagnose, host_allocation_failed
     nbytes = _ITEM_BYTES.get(dtype, 8)
     for s in shape:
@@ -50,7 +50,10 @@ def empty(like, shape, dtype, name):
         if refused:
             raise _refused(refused)
     try:
-        return _allocate(like, shape, dtype, name)
+        a = _allocate(like, shape, dtype, name)
+        if fill is not None:
+            a[...] = fill
+        return a
     except MemoryError:
         raise _refused([host_allocation_failed(what, min(nbytes, 2**63 - 1))]) from None
     except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError

@@ -183,8 +183,8 @@ void HostProblemData::fill(const ProblemDataOptions& o, std::int64_t tq, std::in
   }
   std::bernoulli_distribution keep(o.mask_density);
   if (p.mask == MaskKind::block_sparse) {
-    const int nbq = (p.seqlen_q + p.block_sparse.block_q - 1) / p.block_sparse.block_q;
-    const int nbk = (p.seqlen_k + p.block_sparse.block_k - 1) / p.block_sparse.block_k;
+    const std::int64_t nbq = (std::int64_t{p.seqlen_q} + p.block_sparse.block_q - 1) / p.block_sparse.block_q;
+    const std::int64_t nbk = (std::int64_t{p.seqlen_k} + p.block_sparse.block_k - 1) / p.block_sparse.block_k;
     d.block_mask_ = HostTensor(DType::u8, {p.batch, p.heads_q, nbq, nbk});
     auto* m = d.block_mask_.view().ptr<std::uint8_t>();
     for (std::int64_t i = 0; i < d.block_mask_.view().numel(); ++i) m[i] = keep(rng) ? 1 : 0;

@@ -1,0 +1,210 @@
+"""The bad-input matrix through the Python module: every entry point (attention,
+attention_varlen, attention_with_kvcache, scaled_dot_product_attention), every
+argument replaced by objects that are not arrays, arrays of every dtype, rank,
+shape, stride and content (NaN/Inf, empty), index tensors of every dtype and
+length at the end of a guarded page, and scalar options of every wrong kind.
+
+An outcome passes when it is an AttnkitError whose code has a catalog page and
+a fix (never AK0000 / AK0003), or a result that matches the float64 NumPy
+reference on the same values. Anything else - another exception type, a wrong
+result, a crash of the interpreter - fails."""
+import numpy as np
+import pytest
+
+import attnkit
+from guarded import guarded
+from reference_numpy import attention_ref, rel_l2
+
+RNG = np.random.default_rng(2020)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+LENS_Q, LENS_K = (4, 0, 9), (12, 3, 5)
+CU_Q = np.concatenate([[0], np.cumsum(LENS_Q)]).astype(np.int32)
+CU_K = np.concatenate([[0], np.cumsum(LENS_K)]).astype(np.int32)
+TABLE = np.array([[3, 1, 0], [5, 2, 4]], np.int32)
+CACHE_LENS = np.array([40, 20], np.int32)
+
+
+def base_calls():
+    """entry name -> (function, positional names, valid arguments)."""
+    return {
+        "attention": (attnkit.attention, ("q", "k", "v"),
+                      {"q": randn(2, 9, 4, 32), "k": randn(2, 14, 2, 32), "v": randn(2, 14, 2, 32)}),
+        "attention_varlen": (attnkit.attention_varlen,
+                             ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"),
+                             {"q": randn(13, 2, 16), "k": randn(20, 1, 16), "v": randn(20, 1, 16),
+                              "cu_seqlens_q": CU_Q.copy(), "cu_seqlens_k": CU_K.copy(), "max_seqlen_q": 9,
+                              "max_seqlen_k": 12}),
+        "attention_with_kvcache": (attnkit.attention_with_kvcache,
+                                   ("q", "k_cache", "v_cache", "cache_seqlens", "block_table"),
+                                   {"q": randn(2, 1, 4, 16), "k_cache": randn(6, 16, 2, 16),
+                                    "v_cache": randn(6, 16, 2, 16), "cache_seqlens": CACHE_LENS.copy(),
+                                    "block_table": TABLE.copy()}),
+        "sdpa": (attnkit.scaled_dot_product_attention, ("query", "key", "value"),
+                 {"query": randn(2, 4, 9, 32), "key": randn(2, 2, 14, 32), "value": randn(2, 2, 14, 32)}),
+    }
+
+
+INDEX = {"cu_seqlens_q", "cu_seqlens_k", "cache_seqlens", "block_table"}
+NOT_ARRAYS = {"none": None, "list": [[1.0, 2.0]], "float": 1.0, "str": "q", "dict": {"a": 1},
+              "object_array": np.array([[None]], dtype=object)}
+DTYPES = [np.float64, np.float32, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_,
+          np.complex64]
+
+
+def array_mutations(name, x):
+    """(id, replacement) for one array argument."""
+    out = [(k, v) for k, v in NOT_ARRAYS.items()]
+    for dt in DTYPES:
+        if np.dtype(dt) != x.dtype:
+            out.append((f"as_{np.dtype(dt).name}", guarded(x, dt) if name in INDEX else x.astype(dt)))
+    out.append(("rank_plus_1", x[..., None]))
+    if x.ndim > 1:
+        out.append(("rank_minus_1", x[0]))
+    out.append(("rank_0", np.asarray(x.flat[0])))
+    for d in range(x.ndim):
+        grow = [(0, 0)] * x.ndim
+        grow[d] = (0, 1)
+        out.append((f"dim{d}_plus_1", guarded(np.pad(x, grow), x.dtype) if name in INDEX else np.pad(x, grow)))
+        if x.shape[d] > 1:
+            cut = [slice(None)] * x.ndim
+            cut[d] = slice(0, x.shape[d] - 1)
+            out.append((f"dim{d}_minus_1", guarded(x[tuple(cut)], x.dtype) if name in INDEX else x[tuple(cut)]))
+        empty = [slice(None)] * x.ndim
+        empty[d] = slice(0, 0)
+        out.append((f"dim{d}_empty", x[tuple(empty)]))
+        flip = [slice(None)] * x.ndim
+        flip[d] = slice(None, None, -1)
+        out.append((f"dim{d}_reversed_view", x[tuple(flip)]))  # a negative stride
+    if x.ndim >= 1 and x.shape[-1] > 1 and name not in INDEX:
+        out.append(("last_dim_stride_2", np.repeat(x, 2, axis=-1)[..., ::2]))
+    readonly = x.copy()
+    readonly.setflags(write=False)
+    out.append(("read_only", readonly))
+    if name not in INDEX and np.issubdtype(x.dtype, np.floating):
+        for label, bad in (("nan", np.nan), ("inf", np.inf), ("minus_inf", -np.inf)):
+            y = x.copy()
+            y.flat[0] = bad
+            out.append((f"holds_{label}", y))
+        out.append(("broadcast_first_dim", np.broadcast_to(x[:1], x.shape)))
+    if name in INDEX:
+        for label, transform in (("negative", lambda a: -a - 1), ("int32_max", lambda a: np.full_like(a, 2**31 - 1)),
+                                 ("decreasing", lambda a: a[::-1].copy()), ("shifted", lambda a: a + 1)):
+            out.append((label, guarded(transform(x.astype(np.int64)).astype(np.int32), np.int32)))
+        out.append(("strided", np.repeat(x, 2, axis=-1)[..., ::2]))
+    return out
+
+
+OPTION_MUTATIONS = [
+    ("causal", ["yes", None, 2, [True], np.float32(1.0)]),
+    ("window_size", [(2.5, 0), (1, 2, 3), "8,0", (-2, 0), (0, -9), (2**31, 0), (2**70, 0), None, (None, 0),
+                     (2**31 - 1, 2**31 - 1), (3, 0), (np.int64(4), np.int32(1))]),
+    ("softcap", ["soft", None, -1.0, 1e-30, 1e30, float("nan"), float("inf"), [1.0], 30.0]),
+    ("softmax_scale", ["x", 0.0, -1.0, 1e-30, 1e30, float("nan"), [0.1], 0.25, np.float16(0.5)]),
+    ("backend", [None, 3, b"cpu_flash", "", "nope", "CPU-FLASH", "reference", "fa3", "cuda_sdpa", "sdpa"]),
+    ("return_lse", ["no", 2, True]),
+    ("sinks", [None, [0.0, 1.0], np.zeros(3, np.float32), np.zeros((4, 1), np.float32), np.zeros(4, np.float64),
+               np.array([np.nan, 0, 0, 0], np.float32), np.zeros(4, np.float32), np.zeros(8, np.float32)[::2]]),
+]
+SDPA_OPTIONS = [
+    ("is_causal", ["yes", None, 2, True]),
+    ("scale", ["x", 0.0, -1.0, 1e30, float("nan"), 0.3]),
+    ("dropout_p", [0.1, "0", None, 0.0]),
+    ("attn_mask", [np.ones((9, 14), bool)]),
+    ("enable_gqa", [True]),
+    ("backend", [None, 3, "nope", "reference"]),
+]
+INT_MUTATIONS = [2.5, "9", None, -1, 0, 1, 2**31, 2**63, 2**64, np.int64(9), True]
+
+
+def matrix():
+    cases = []
+    for entry, (fn, positional, args) in base_calls().items():
+        cases.append((entry, "valid", None, None))
+        for name in positional:
+            if isinstance(args[name], np.ndarray):
+                for mid, value in array_mutations(name, args[name]):
+                    cases.append((entry, f"{name}_{mid}", name, value))
+            else:
+                for value in INT_MUTATIONS:
+                    cases.append((entry, f"{name}_{value!r}", name, value))
+        for option, values in (SDPA_OPTIONS if entry == "sdpa" else OPTION_MUTATIONS):
+            for value in values:
+                cases.append((entry, f"{option}={value!r}"[:60], option, value))
+    return cases
+
+
+CASES = matrix()
+OUTCOMES = {"refused": 0, "ran": 0}
+
+
+def reference(entry, args):
+    """The float64 NumPy result for a call that ran, from the arguments it ran with."""
+    opts = {"causal": bool(args.get("causal", entry == "attention_with_kvcache")),
+            "window": tuple(int(x) for x in (args.get("window_size") or (-1, -1))),
+            "softcap": float(args.get("softcap", 0.0)), "scale": args.get("softmax_scale"),
+            "sinks": args.get("sinks")}
+    if opts["scale"] is not None:
+        opts["scale"] = float(opts["scale"])
+    if entry == "attention":
+        return attention_ref(args["q"], args["k"], args["v"], **opts)[0]
+    if entry == "sdpa":
+        q, k, v = (np.asarray(args[n]).swapaxes(1, 2) for n in ("query", "key", "value"))
+        scale = None if args.get("scale") is None else float(args["scale"])
+        return attention_ref(q, k, v, causal=bool(args.get("is_causal", False)), scale=scale)[0].swapaxes(1, 2)
+    if entry == "attention_varlen":
+        cu_q, cu_k = np.asarray(args["cu_seqlens_q"]), np.asarray(args["cu_seqlens_k"])
+        out = np.zeros(np.asarray(args["q"]).shape[:-1] + (np.asarray(args["v"]).shape[-1],))
+        for b in range(len(cu_q) - 1):
+            qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+            if cu_q[b + 1] > cu_q[b]:
+                out[qs] = attention_ref(args["q"][None, qs], args["k"][None, ks], args["v"][None, ks], **opts)[0][0]
+        return out
+    q, kc, vc = args["q"], args["k_cache"], args["v_cache"]
+    table, lens = np.asarray(args["block_table"]), np.asarray(args["cache_seqlens"])
+    out = []
+    for b in range(q.shape[0]):
+        kk = kc[table[b]].reshape(-1, *kc.shape[2:])[: lens[b]]
+        vv = vc[table[b]].reshape(-1, *vc.shape[2:])[: lens[b]]
+        out.append(attention_ref(q[b:b + 1], kk[None], vv[None], **opts)[0][0])
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("entry, case, name, value", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_bad_input(entry, case, name, value):
+    fn, positional, args = base_calls()[entry]
+    args = dict(args)
+    for index in INDEX & set(args):
+        args[index] = guarded(args[index], np.int32)  # every index tensor ends at a guard page
+    if name is not None:
+        args[name] = value
+    call_args = [args.pop(n) for n in positional]
+    try:
+        out = fn(*call_args, **args)
+    except attnkit.AttnkitError as e:
+        assert e.code not in ("AK0000", "AK0003"), str(e)
+        assert attnkit.explain(e.code)["code"] == e.code
+        assert e.solutions, f"{e.code} has no fix"
+        OUTCOMES["refused"] += 1
+        return
+    # It ran: the arguments were valid, so the result must be the reference's.
+    result = out[0] if isinstance(out, tuple) else out
+    ran_with = dict(zip(positional, call_args), **args)
+    expected = reference(entry, ran_with)
+    got = np.asarray(result, np.float64)
+    assert got.shape == expected.shape
+    assert np.all(np.isfinite(got))
+    bound = 1e-5 if np.asarray(call_args[0]).dtype == np.float32 else 1e-2
+    assert rel_l2(got, expected) < bound, f"{entry} {case}: wrong result"
+    OUTCOMES["ran"] += 1
+
+
+def test_the_matrix_is_large(capsys):
+    assert len(CASES) > 400
+    with capsys.disabled():
+        print(f"\nbad-input matrix (Python): {len(CASES)} inputs; this run: {OUTCOMES['refused']} refused with a "
+              f"catalogued code, {OUTCOMES['ran']} ran and matched the reference")
