@@ -46,7 +46,7 @@ int print_diagnostics(const Diagnostics& diagnostics, const std::string& format)
                       {"meaning", d.meaning},
                       {"solutions", d.solutions},
                       {"example", d.example}});
-    std::cout << nlohmann::json{{"ok", diagnostics.ok()}, {"diagnostics", list}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"ok", diagnostics.ok()}, {"diagnostics", list}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (const Diagnostic& d : diagnostics) {
       std::cout << d.code << " " << severity_name(d.severity) << ": " << d.message << "\n";

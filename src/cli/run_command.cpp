@@ -207,7 +207,7 @@ int execute(const RunOptions& o) {
     nlohmann::json rejected = nlohmann::json::array();
     for (const auto& [name, why] : r.rejected) rejected.push_back({{"backend", name}, {"reason", why}});
     j["rejected"] = rejected;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << fmt::format("problem   {}\n", r.problem.summary());
     std::cout << fmt::format("platform  {}\n", r.platform);

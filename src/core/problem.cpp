@@ -56,7 +56,7 @@ Window Problem::effective_window() const {
 double Problem::flops() const {
   double pairs = static_cast<double>(seqlen_q) * seqlen_k;
   if (mask == MaskKind::causal) pairs *= 0.5;
-  return 2.0 * batch * heads_q * pairs * (head_dim_qk + head_dim_v);
+  return 2.0 * batch * heads_q * pairs * (static_cast<double>(head_dim_qk) + head_dim_v);
 }
 
 std::string Problem::summary() const {

@@ -92,7 +92,7 @@ ConfigValue infer_scalar(const std::string& s) {
 
 // A JSON value as quoted in a message: at most 64 characters of it.
 std::string shown(const nlohmann::json& j) {
-  std::string text = j.dump();
+  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return text.size() <= 64 ? text : text.substr(0, 61) + "...";
 }
 
