@@ -124,21 +124,36 @@ def shown(args):
     return text or "(no arguments)"
 
 
+def cli_outcome(cli, args, timeout=120):
+    """("refused", codes) | ("ran", "") | ("crash", signal) | ("hang", "") | ("uncatalogued", output)."""
+    try:
+        p = subprocess.run([cli] + args, capture_output=True, text=True, timeout=timeout, errors="replace")
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    output = p.stdout + p.stderr
+    if p.returncode < 0:
+        return "crash", f"signal {-p.returncode}: {output[-500:]}"
+    if p.returncode == 0:
+        if args and args[0] == "run" and "PASSED" not in output:
+            return "uncatalogued", output[-500:]
+        return "ran", ""
+    codes = [a or b for a, b in CODE.findall(output)]
+    if not codes or not ("fix:" in output or "- " in output or '"solutions"' in output):
+        return "uncatalogued", output[-500:]
+    for code in set(codes):
+        if code in ("AK0000", "AK0003"):
+            return "uncatalogued", output[-500:]
+        try:
+            attnkit.explain(code)
+        except attnkit.AttnkitError:
+            return "uncatalogued", f"{code} has no catalog page"
+    return "refused", " ".join(sorted(set(codes)))
+
+
 @pytest.mark.parametrize("args", CASES, ids=[shown(a) for a in CASES])
 def test_cli_bad_input(args):
-    p = subprocess.run([CLI] + args, capture_output=True, text=True, timeout=120, errors="replace")
-    output = p.stdout + p.stderr
-    assert p.returncode >= 0, f"killed by signal {-p.returncode}: {output[-2000:]}"
-    if p.returncode == 0:
-        if args and args[0] == "run":
-            assert "PASSED" in output
-        return
-    codes = [a or b for a, b in CODE.findall(output)]
-    assert codes, f"exit {p.returncode} without a diagnostic code: {output[-2000:]}"
-    for code in set(codes):
-        assert code not in ("AK0000", "AK0003"), output[-2000:]
-        assert attnkit.explain(code)["code"] == code
-    assert "fix:" in output or "- " in output or '"solutions"' in output, output[-2000:]
+    kind, detail = cli_outcome(CLI, args)
+    assert kind in ("refused", "ran"), f"{kind}: {detail}"
 
 
 CHECK_FLAG_SETS = [

@@ -253,3 +253,12 @@ def test_attention_and_sdpa_refuse_a_dtype_with_the_same_code(dtype):
     a = expect_refused("AK1007", attnkit.attention, x.swapaxes(1, 2), x.swapaxes(1, 2), x.swapaxes(1, 2))
     b = expect_refused("AK1007", attnkit.scaled_dot_product_attention, x, x, x)
     assert a.code == b.code
+
+
+def test_strings_that_are_not_utf8_are_catalogued_not_type_errors():
+    q = randn(1, 8, 2, 32)
+    expect_refused("AK2002", attnkit.attention, q, q, q, backend="\udcff")
+    expect_refused("AK0001", attnkit.explain, "\udcff")
+    expect_refused("AK1014", attnkit.explain, 1002)
+    r = attnkit.check(["--model", "\udcffwan", "--platform", "cpu"])
+    assert [d["code"] for d in r["diagnostics"]] == ["AK4020"]

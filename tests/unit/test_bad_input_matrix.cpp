@@ -211,10 +211,10 @@ std::vector<Case> cases_for(const Scenario& s) {
                      // Any validation code: sizes, ratios, limits, or the binding that no longer matches.
                      {"AK1001", "AK1002", "AK1003", "AK1012", "AK1103", "AK1108", "AK1111"}});
     }
-  for (const auto& [left, right] : {std::pair<int, int>{-2, 0}, {0, -7}, {INT_MIN, INT_MIN}})
-    out.push_back({"window_" + std::to_string(left) + "_" + std::to_string(right), [left, right](Problem& p, AttentionTensors&) {
+  for (const Window w : {Window{-2, 0}, Window{0, -7}, Window{INT_MIN, INT_MIN}})
+    out.push_back({"window_" + std::to_string(w.left) + "_" + std::to_string(w.right), [w](Problem& p, AttentionTensors&) {
                      p.mask = MaskKind::sliding_window;
-                     p.window = {left, right};
+                     p.window = w;
                    }, {"AK1004"}});
   for (const float x : {0.0f, -1.0f, 1e-30f, 1e30f, NAN, INFINITY})
     out.push_back({"scale_" + std::to_string(x), [x](Problem& p, AttentionTensors&) { p.scale = x; }, {"AK1006"}});
