@@ -74,7 +74,7 @@ class Layer:
         return self._native.bind(problem)
 
     def _causal(self, causal):
-        return self.causal if causal is None else bool(causal)
+        return self.causal if causal is None else causal  # attnkit._run refuses a non-bool (AK1014)
 
     def __call__(self, q, k, v, *, causal=None, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
                  return_lse=False):
