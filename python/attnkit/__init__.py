@@ -26,6 +26,7 @@ from ._attnkit import set_global_force as _set_global_force
 from ._attnkit import make_problem as _make_problem
 from ._attnkit import plan as _plan
 from ._errors import AttnkitError
+from ._text import utf8 as _utf8
 from .deployment import Deployment, Layer, engine_args as _engine_args
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "scaled_dot_product_attention", "force_backend",
@@ -55,12 +56,6 @@ def explain(text):
         raise _error("AK1014", name="text", expected="a diagnostic code or an error message (a str such as 'AK1002')",
                      value=_shown(text), type=type(text).__name__)
     return _explain(_utf8(text))
-
-
-def _utf8(text):
-    """`text` as the native layer can take it: lone surrogates (undecodable bytes of a
-    path from os.fsdecode, or stray escapes) become U+FFFD instead of a TypeError."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def check(args):

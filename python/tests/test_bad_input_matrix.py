@@ -46,7 +46,37 @@ def base_calls():
                                     "block_table": TABLE.copy()}),
         "sdpa": (attnkit.scaled_dot_product_attention, ("query", "key", "value"),
                  {"query": randn(2, 4, 9, 32), "key": randn(2, 2, 14, 32), "value": randn(2, 2, 14, 32)}),
+        "layer": (layer(), ("q", "k", "v"),
+                  {"q": randn(2, 9, 4, 32), "k": randn(2, 14, 2, 32), "v": randn(2, 14, 2, 32)}),
     }
+
+
+_LAYER = []
+
+
+def layer():
+    """A Deployment layer (wan's transformer.self on the CPU), made once."""
+    if not _LAYER:
+        _LAYER.append(attnkit.Deployment(model="wan", platform="cpu", dtype="fp32").layer("transformer", "self", 0))
+    return _LAYER[0]
+
+
+# attnkit.Deployment(**flags): each engine flag with values of every wrong kind.
+DEPLOYMENT_MUTATIONS = [
+    ("model", [None, 5, "", "wan2", "/tmp", "/dev/zero", "/nonexistent.yaml", "\udcff"]),
+    ("platform", ["cuda:sm4294967386", "gpu", "", 7, "cuda:sm"]),
+    ("ring_degree", [0, -1, "x", 2**31, 2**70, 2.5, None]),
+    ("ulysses_degree", [0, 3, 2**31]),
+    ("sp_degree", [0, 5]),
+    ("dtype", ["float64", "nope", 3]),
+    ("attention_backend", ["nope", 3, "fa3", "sparge_attn"]),
+    ("attention_backend_config", ["/dev/zero", "/tmp", '{"topk": 1e400}', "{", {"topk": 2.0}, "topk=" + "9" * 400]),
+    ("component_attention_backends", ["=", "text_encoder=", "nope=sdpa", 5]),
+    ("kv_cache_dtype", ["fp8_e4m3", "nope"]),
+    ("attention_backend_override", ["nope", "sparge_attn"]),
+    ("skip_softmax_params", ["/dev/zero", '{"threshold_scale_factor": -1}', "x"]),
+    ("enable_torch_compile", [True, "yes"]),
+]
 
 
 INDEX = {"cu_seqlens_q", "cu_seqlens_k", "cache_seqlens", "block_table"}
@@ -133,8 +163,14 @@ def matrix():
                 for value in INT_MUTATIONS:
                     cases.append((entry, f"{name}_{value!r}", name, value))
         for option, values in (SDPA_OPTIONS if entry == "sdpa" else OPTION_MUTATIONS):
+            if entry == "layer" and option == "backend":
+                continue  # a layer runs its decision's backend
             for value in values:
                 cases.append((entry, f"{option}={value!r}"[:60], option, value))
+    cases.append(("Deployment", "valid", None, None))
+    for flag, values in DEPLOYMENT_MUTATIONS:
+        for value in values:
+            cases.append(("Deployment", f"{flag}={value!r}"[:60], flag, value))
     return cases
 
 
@@ -150,7 +186,9 @@ def reference(entry, args):
             "sinks": args.get("sinks")}
     if opts["scale"] is not None:
         opts["scale"] = float(opts["scale"])
-    if entry == "attention":
+    if entry == "layer":
+        opts["causal"] = bool(args.get("causal", layer().causal))
+    if entry in ("attention", "layer"):
         return attention_ref(args["q"], args["k"], args["v"], **opts)[0]
     if entry == "sdpa":
         q, k, v = (np.asarray(args[n]).swapaxes(1, 2) for n in ("query", "key", "value"))
@@ -174,9 +212,19 @@ def reference(entry, args):
     return np.stack(out)
 
 
+def deployment(flags):
+    return attnkit.Deployment(model=flags.pop("model", "wan"), platform=flags.pop("platform", "cpu"), **flags)
+
+
 def outcome(entry, name, value):
     """("refused", code) | ("ran", "") | ("wrong", why) | ("uncatalogued", what) for one case."""
-    fn, positional, args = base_calls()[entry]
+    if entry == "Deployment":
+        fn, positional, args = deployment, ("flags",), {"flags": {}}
+        if name is not None:
+            args["flags"][name] = value
+        name = None
+    else:
+        fn, positional, args = base_calls()[entry]
     args = dict(args)
     for index in INDEX & set(args):
         args[index] = guarded(args[index], np.int32)  # every index tensor ends at a guard page
@@ -195,6 +243,8 @@ def outcome(entry, name, value):
         return "refused", e.code
     except Exception as e:  # noqa: BLE001 - any other exception type is the finding
         return "uncatalogued", f"{type(e).__name__}: {e}"
+    if entry == "Deployment":
+        return ("ran", "") if isinstance(out, attnkit.Deployment) else ("wrong", repr(out))
     # It ran: the arguments were valid, so the result must be the reference's.
     result = out[0] if isinstance(out, tuple) else out
     expected = reference(entry, dict(zip(positional, call_args), **args))

@@ -103,6 +103,11 @@ def check_cases():
         cases.append(base + ["--component-attention-backends", value])
     for value in ("", "float64", "int32", "nope"):
         cases.append(base + ["--dtype", value])
+    for value in ("", "nope", "sparge_attn", "none", "hybrid_window_attn_h3"):
+        cases.append(base + ["--attention-backend-override", value])
+    for value in ("/dev/zero", "/tmp", '{"threshold_scale_factor": -1}', "x", '{"threshold_scale_factor": 1e400}',
+                  "threshold_scale_factor=2,start_step=-1"):
+        cases.append(base + ["--attention-backend-override", "fa", "--skip-softmax-params", value])
     cases.append(base + ["--ring", "2"])
     cases.append(base + ["--format", "json", "--ring", "2"])
     return cases
