@@ -236,9 +236,17 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
   }
   // Sinks are read one element per head, through their stride.
   if (p.has_sinks) check_tensor(out, t.sinks, {"sinks", DType::f32, {Hq}, false}, p, rules, "has_sinks is set");
-  if (p.diagonal_offsets)
-    check_tensor(out, t.diagonal_offsets, {"diagonal_offsets", DType::i32, {B}, false}, p, {DeviceKind::cpu, 0},
-                 "diagonal_offsets is set");
+  if (p.diagonal_offsets &&
+      check_tensor(out, t.diagonal_offsets, {"diagonal_offsets", DType::i32, {B}, false}, p, {DeviceKind::cpu, 0},
+                   "diagonal_offsets is set") &&
+      host_readable_index(t.diagonal_offsets))
+    for (std::int64_t b = 0; b < B; ++b)  // i + diagonal must stay an int (mask.hpp)
+      if (const std::int32_t d = t.diagonal_offsets.ptr<const std::int32_t>()[b * t.diagonal_offsets.strides[0]];
+          d > kMaxSeqlen || d < -kMaxSeqlen) {
+        out.add("AK1012", {{"what", "diagonal_offsets[" + std::to_string(b) + "]"}, {"value", std::to_string(d)},
+                           {"limit", "+-" + std::to_string(kMaxSeqlen)}});
+        break;
+      }
   if (p.mask == MaskKind::block_sparse) {
     const std::int64_t nbq = (Sq + p.block_sparse.block_q - 1) / std::max(1, p.block_sparse.block_q);
     const std::int64_t nbk = (Sk + p.block_sparse.block_k - 1) / std::max(1, p.block_sparse.block_k);

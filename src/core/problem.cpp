@@ -46,8 +46,10 @@ Window Problem::effective_window() const {
   Window w{-1, -1};
   if (mask == MaskKind::causal) w = {-1, 0};
   if (mask == MaskKind::sliding_window) w = window;
-  // Every sequence has at most seqlen_q queries and seqlen_k keys, so a side
-  // this wide hides nothing: lo = i + sk - sq - left < 0, hi > sk.
+  // Every sequence has at most seqlen_q queries and seqlen_k keys, so on the
+  // bottom-right diagonal a side this wide hides nothing: lo = i + sk - sq - left
+  // < 0, hi > sk. (Diagonal offsets place the diagonal anywhere: sides stay.)
+  if (diagonal_offsets) return w;
   if (w.left >= seqlen_k) w.left = -1;
   if (w.right >= seqlen_q) w.right = -1;
   return w;

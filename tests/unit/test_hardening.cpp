@@ -75,6 +75,43 @@ TEST(Overflow, HugeWindowSidesMeanUnbounded) {
   }
 }
 
+// Diagonal offsets (ring attention's shards) place the diagonal anywhere: the
+// sides cannot be normalised up front, so visible_keys itself must not overflow.
+TEST(Overflow, HugeWindowSidesWithDiagonalOffsets) {
+  for (const char* name : kCpuBackends) {
+    Problem p = small();
+    p.diagonal_offsets = true;
+    p.mask = MaskKind::sliding_window;
+    HostProblemData data = make_data(p, {.seed = 5});
+    HostTensor diagonals(DType::i32, {p.batch});
+    diagonals.view().ptr<std::int32_t>()[0] = 40;
+    diagonals.view().ptr<std::int32_t>()[1] = -20;
+    auto run_with = [&](Window w) {
+      Problem q = p;
+      q.window = w;
+      AttentionTensors t = data.tensors();
+      t.diagonal_offsets = diagonals.view();
+      auto plan = backend(name).plan(q, detect_cpu_platform());
+      EXPECT_TRUE(plan.ok()) << plan.diagnostics().summary();
+      std::vector<std::byte> ws((*plan)->workspace_bytes());
+      const Diagnostics ran = (*plan)->run(t, ws, nullptr);
+      EXPECT_TRUE(ran.ok()) << name << ": " << ran.summary();
+      std::vector<float> out(static_cast<std::size_t>(t.out.numel()));
+      std::memcpy(out.data(), t.out.data, out.size() * 4);
+      return out;
+    };
+    EXPECT_EQ(run_with({INT_MAX, INT_MAX}), run_with({-1, -1})) << name;
+    EXPECT_EQ(run_with({7, INT_MAX}), run_with({7, -1})) << name;
+    EXPECT_EQ(run_with({INT_MAX - 1, 2}), run_with({-1, 2})) << name;
+    // A diagonal past +-2^30 would overflow i + diagonal: refused.
+    diagonals.view().ptr<std::int32_t>()[1] = INT_MIN;
+    Problem q = p;
+    AttentionTensors t = data.tensors();
+    t.diagonal_offsets = diagonals.view();
+    EXPECT_TRUE(validate_binding(q, t).has_code("AK1012"));
+  }
+}
+
 TEST(Overflow, EffectiveWindowKeepsTheArithmeticInRange) {
   Problem p = small();
   p.mask = MaskKind::sliding_window;

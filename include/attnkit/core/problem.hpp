@@ -94,8 +94,8 @@ struct Problem {
   bool is_varlen() const { return layout == Layout::thd; }
   // Effective (left, right) window for causal / sliding window, (-1, -1) otherwise.
   // A side reaching past every sequence (left >= seqlen_k, right >= seqlen_q)
-  // is returned as -1, the same mask, so that kernels' window arithmetic
-  // i + (sk - sq) - left and ... + right + 1 cannot overflow.
+  // is returned as -1, the same mask on the bottom-right diagonal (not with
+  // diagonal_offsets, where the diagonal may lie anywhere).
   Window effective_window() const;
   // Multiply-adds of the two matmuls, 2 FLOP each, over the visible (i, j) pairs
   // of the longest-sequence shape: 2*b*h*sq*sk*(dqk+dv) halved for causal.
