@@ -248,8 +248,11 @@ nb::object from_json(const std::string& text) { return nb::module_::import_("jso
 
 // A sequence-parallel plan over `comm` (attnkit.dist): collective, every rank
 // calls it with the same problem; the platform follows where the data lives.
-PyPlan make_dist_plan(const Problem& p, int ring, int ulysses, int replicated, const std::string& backend,
-                      const std::string& device, int device_index, std::shared_ptr<dist::Communicator> comm) {
+PyPlan make_dist_plan(const Problem& p, std::int64_t ring_arg, std::int64_t ulysses_arg, std::int64_t replicated_arg,
+                      const std::string& backend, const std::string& device, int device_index,
+                      std::shared_ptr<dist::Communicator> comm) {
+  const int ring = int32_arg("ring_degree", ring_arg), ulysses = int32_arg("ulysses_degree", ulysses_arg),
+            replicated = int32_arg("replicated_tokens", replicated_arg);
   std::optional<Platform> platform = device == "cuda" ? detect_cuda_platform() : detect_cpu_platform();
   if (!platform)
     raise(diagnose("AK6002", {{"reason", "the arrays are on a CUDA device but no usable GPU or CUDA build was found"}}));
