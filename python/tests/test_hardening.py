@@ -258,7 +258,7 @@ def test_attention_and_sdpa_refuse_a_dtype_with_the_same_code(dtype):
 def test_strings_that_are_not_utf8_are_catalogued_not_type_errors():
     q = randn(1, 8, 2, 32)
     expect_refused("AK2002", attnkit.attention, q, q, q, backend="\udcff")
-    expect_refused("AK0001", attnkit.explain, "\udcff")
+    expect_refused("AK0004", attnkit.explain, "\udcff")  # U+FFFD: a text no page covers
     expect_refused("AK1014", attnkit.explain, 1002)
     r = attnkit.check(["--model", "\udcffwan", "--platform", "cpu"])
     assert [d["code"] for d in r["diagnostics"]] == ["AK4020"]

@@ -305,15 +305,21 @@ TEST(Parsers, DirectoriesAndEndlessFilesAreUnreadable) {
 
 TEST(Profiles, RoleShapesAreValidatedAtLoad) {
   const std::string base = "name: bad\ncomponents:\n  - name: transformer\n    roles:\n      - name: self\n";
-  for (const char* role : {"        heads: 0\n", "        heads: -4\n", "        heads: 6\n        kv_heads: 4\n",
-                           "        head_dim: 0\n", "        head_dim: 4096\n", "        layers: 0\n",
-                           "        seqlen: 0\n", "        kv_heads: 0\n"}) {
+  // A field below its minimum is the wrong value (AK4024); fields valid one by
+  // one that make no valid Problem together are a malformed role (AK4021).
+  // (layers: 0 is valid: a role declared that this checkpoint builds no layer of.)
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"        heads: 0\n", "AK4024"},    {"        heads: -4\n", "AK4024"},
+      {"        head_dim: 0\n", "AK4024"}, {"        seqlen: 0\n", "AK4024"},
+      {"        kv_heads: 0\n", "AK4024"}, {"        heads: 6\n        kv_heads: 4\n", "AK4021"},
+      {"        head_dim: 4096\n", "AK4021"}};
+  for (const auto& [role, code] : cases) {
     select::DeploymentConfig c;
     c.model = temp_file("attnkit_bad_role.yaml", base + role);
     c.platform = "cpu";
     const select::CheckResult r = select::check_deployment(c);
     EXPECT_FALSE(r.ok) << role;
-    EXPECT_TRUE(r.diagnostics.has_code("AK4021")) << role << r.diagnostics.summary();
+    EXPECT_TRUE(r.diagnostics.has_code(code)) << role << r.diagnostics.summary();
   }
 }
 
