@@ -99,7 +99,9 @@ def check_cases():
     cases.append(base + ["--attention-backend", "sol_attn", "--attention-backend-config", "dense_layers=0-99999999999"])
     for value in ("", "nope", "fa-3", "FA3", "torch_sdpa"):
         cases.append(base + ["--attention-backend", value])
-    for value in ("", "=", "text_encoder=", "=sdpa", "a.b.c=sdpa", "text_encoder=sdpa,text_encoder=fa"):
+    for value in ("", "=", "text_encoder=", "=sdpa", "a.b.c=sdpa", "text_encoder=sdpa,text_encoder=fa",
+                  '{"text_encoder": 1e400}', '{"text_encoder": ' + "[" * 50000 + "]" * 50000 + "}", '{"text_encoder": 5}',
+                  '{"text_encoder": "sdpa"', "[1]"):
         cases.append(base + ["--component-attention-backends", value])
     for value in ("", "float64", "int32", "nope"):
         cases.append(base + ["--dtype", value])
@@ -115,7 +117,7 @@ def check_cases():
 
 def other_cases():
     return [[], ["foo"], ["--bogus"], ["explain"], ["explain", "AK1O02"], ["explain", "hello"], ["explain", "ak1002"],
-            ["explain", "AK" + "9" * 5000], ["explain", "--list", "AK9"], ["backends", "--platform", "cuda:sm99999"],
+            ["explain", "AK" + "9" * 5000], ["explain", "internal error: " + "x" * 100000], ["explain", "--list", "AK9"], ["backends", "--platform", "cuda:sm99999"],
             ["backends", "--platform", ""], ["backends", "--format", "yaml"], ["backends", "--bogus"]]
 
 

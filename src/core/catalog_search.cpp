@@ -65,6 +65,12 @@ std::regex template_pattern(std::string_view tmpl) {
   return std::regex(pattern);
 }
 
+// std::regex matches recursively, about one stack frame per character a
+// "[\s\S]*" consumes: 100000 characters overflow an 8 MiB stack, 10000 do
+// not. A filled message is a few hundred characters; longer texts are
+// matched by their words alone.
+constexpr std::size_t kMaxFilledMessage = 2048;
+
 // The literal characters of a template (its specificity).
 std::size_t literal_size(std::string_view tmpl) {
   std::size_t n = 0;
@@ -108,7 +114,8 @@ std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max)
   auto filled_score = [&](std::size_t i) {
     const CatalogEntry& e = diagnostic_catalog()[i];
     const std::size_t literal = literal_size(e.message);
-    if (literal < 12 || whole.empty() || !std::regex_match(whole, patterns[i])) return 0.0;
+    if (literal < 12 || whole.empty() || whole.size() > kMaxFilledMessage || !std::regex_match(whole, patterns[i]))
+      return 0.0;
     return 0.5 + 0.5 * std::min(1.0, static_cast<double>(literal) / static_cast<double>(whole.size()));
   };
   std::vector<Scored> out;
@@ -173,8 +180,7 @@ Result<Explanation> explain_text(std::string_view text) {
   }
   std::vector<CatalogMatch> matches = search_catalog(text);
   if (matches.empty()) {
-    const std::string shown = text.size() <= 64 ? std::string(text) : std::string(text.substr(0, 61)) + "...";
-    return diagnose("AK0004", {{"text", shown}});
+    return diagnose("AK0004", {{"text", shortened(text)}});
   }
   return Explanation{nullptr, std::move(matches)};
 }

@@ -80,8 +80,11 @@ Result<const CatalogEntry*> lookup_catalog_entry(std::string_view code) {
   std::vector<std::string> codes;
   for (const CatalogEntry& e : diagnostic_catalog()) codes.push_back(e.code);
   const std::string near = wanted.size() <= 16 ? nearest_name(wanted, codes) : "";
-  const std::string shown = code.size() <= 32 ? std::string(code) : std::string(code.substr(0, 29)) + "...";
-  return diagnose("AK0001", {{"code", shown}, {"suggestion", near.empty() ? "" : " (did you mean " + near + "?)"}});
+  return diagnose("AK0001", {{"code", shortened(code, 32)}, {"suggestion", near.empty() ? "" : " (did you mean " + near + "?)"}});
+}
+
+std::string shortened(std::string_view text, std::size_t max) {
+  return text.size() <= max ? std::string(text) : std::string(text.substr(0, max - 3)) + "...";
 }
 
 std::string fill_template(std::string_view tmpl, DiagArgs args) { return fill_template_args(tmpl, DiagArgSpan(args.begin(), args.size())); }

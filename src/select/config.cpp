@@ -13,6 +13,7 @@
 
 #include "attnkit/select/selector.hpp"
 #include "core/text_file.hpp"
+#include "select/json_text.hpp"
 #include "select/text_util.hpp"
 
 namespace attnkit::select {
@@ -90,12 +91,6 @@ ConfigValue infer_scalar(const std::string& s) {
   return s;
 }
 
-// A JSON value as quoted in a message: at most 64 characters of it.
-std::string shown(const nlohmann::json& j) {
-  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return text.size() <= 64 ? text : text.substr(0, 61) + "...";
-}
-
 Result<ConfigValue> config_value_from_json(const std::string& key, const nlohmann::json& j) {
   if (j.is_boolean()) return ConfigValue(j.get<bool>());
   // Integers past int64 (nlohmann keeps them as uint64) stay numbers, as doubles, rather than wrap.
@@ -108,28 +103,18 @@ Result<ConfigValue> config_value_from_json(const std::string& key, const nlohman
     std::vector<std::int64_t> out;
     for (const auto& e : j) {
       if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
-        return diagnose("AK3102", {{"key", key}, {"expected", "a list of integers"}, {"got", "a list of " + std::string(e.type_name()) + "s"}, {"value", shown(j)}});
+        return diagnose("AK3102", {{"key", key}, {"expected", "a list of integers"}, {"got", "a list of " + std::string(e.type_name()) + "s"}, {"value", shown_json(j)}});
       out.push_back(e.get<std::int64_t>());
     }
     return ConfigValue(out);
   }
-  return diagnose("AK3102", {{"key", key}, {"expected", "a scalar or a list of integers"}, {"got", j.type_name()}, {"value", shown(j)}});
+  return diagnose("AK3102", {{"key", key}, {"expected", "a scalar or a list of integers"}, {"got", j.type_name()}, {"value", shown_json(j)}});
 }
 
 Result<ParsedConfig> parse_json(std::string_view text, ConfigForm form) {
-  struct TooDeep {};
-  const auto depth_guard = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxNesting) throw TooDeep{};
-    return true;
-  };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text, depth_guard);
-  } catch (const TooDeep&) {
-    return malformed(config_form_name(form), "it nests deeper than " + std::to_string(kMaxNesting) + " levels");
-  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers past the double range
-    return malformed(config_form_name(form), e.what());
-  }
+  JsonText parsed = parse_json_text(text);
+  if (!parsed.value) return malformed(config_form_name(form), parsed.problem);
+  const nlohmann::json& j = *parsed.value;
   if (!j.is_object()) return malformed(config_form_name(form), "the top level must be an object of key: value");
   ParsedConfig out{form, {}};
   Diagnostics why;

@@ -277,6 +277,21 @@ TEST(Parsers, DeepNestingIsRefusedWithoutRecursingTheStackAway) {
   EXPECT_TRUE(select::check_deployment(c).diagnostics.has_code("AK4021"));
 }
 
+// --component-attention-backends as a JSON object (issue 14) goes through the
+// same bounded parser as the configs.
+TEST(Parsers, ComponentBackendsJsonIsBoundedLikeConfigs) {
+  for (const std::string& text : {std::string("{\"text_encoder\": 1e400}"),
+                                  "{\"text_encoder\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+                                  std::string("{\"text_encoder\": \"sdpa\""), std::string("{\"text_encoder\": [1, 2]}")}) {
+    select::DeploymentConfig c;
+    c.model = "wan";
+    c.platform = "cuda:sm90";
+    c.component_attention_backends = text;
+    const select::CheckResult r = select::check_deployment(c);
+    EXPECT_TRUE(r.diagnostics.has_code("AK3007")) << text.substr(0, 40) << r.diagnostics.summary();
+  }
+}
+
 TEST(Parsers, NonScalarYamlKeysAreMalformed) {
   for (const char* text : {"? [a, b]\n: 1\n", "? {a: 1}\n: 2\n", "[1, 2]: 3\n"}) {
     const select::CheckResult r = check_config(temp_file("attnkit_key.yaml", text));
@@ -583,6 +598,15 @@ TEST(Codes, ExplainOfATypoNamesTheNearestCode) {
   EXPECT_NE(e.diagnostics().begin()->message.find("AK1002"), std::string::npos);
   EXPECT_FALSE(lookup_catalog_entry(std::string(100000, 'x')).ok());
   EXPECT_EQ((*lookup_catalog_entry(" ak1002 "))->code, "AK1002");
+}
+
+// explain by text on a text far longer than any message: words only, the
+// template match (std::regex, recursive per character) is not tried.
+TEST(Codes, ExplainOfAHugeTextEndsAndRanksByWords) {
+  const Result<Explanation> r = explain_text("internal error: " + std::string(200000, 'x'));
+  ASSERT_TRUE(r.ok()) << r.diagnostics().summary();
+  EXPECT_EQ(r->matches.front().entry->code, "AK0003");
+  EXPECT_TRUE(explain_text(std::string(200000, ' ') + "?").diagnostics().has_code("AK0004"));
 }
 
 }  // namespace

@@ -72,6 +72,9 @@ Diagnostic diagnose_args(std::string_view code, DiagArgSpan args);
 std::string fill_template(std::string_view tmpl, DiagArgs args);
 std::string fill_template_args(std::string_view tmpl, DiagArgSpan args);
 
+// User input as quoted in a message: `text`, or its first max - 3 bytes and "...".
+std::string shortened(std::string_view text, std::size_t max = 64);
+
 // For "did you mean" suggestions: the candidate closest to `name` by edit
 // distance, "" when none is within max(3, |name|/2) edits.
 std::string nearest_name(std::string_view name, const std::vector<std::string>& candidates);
