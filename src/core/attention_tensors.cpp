@@ -97,10 +97,13 @@ bool host_readable_index(const TensorView& t) {
 }
 
 // Outputs must not overlap themselves: with the dims of size > 1 sorted by
-// |stride|, each stride must reach past the span of the dims inside it.
+// |stride|, each stride must reach past the span of the dims inside it. A
+// tensor without elements (a dim of 0: an empty shard) has nothing to overlap.
 bool overlaps_itself(const TensorView& t) {
   std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims{};  // (|stride|, size)
   int n = 0;
+  for (int i = 0; i < t.rank; ++i)
+    if (t.shape[i] == 0) return false;
   for (int i = 0; i < t.rank; ++i)
     if (t.shape[i] > 1) dims[n++] = {t.strides[i] < 0 ? -t.strides[i] : t.strides[i], t.shape[i]};
   for (int i = 1; i < n; ++i)  // insertion sort of at most kMaxRank dims
