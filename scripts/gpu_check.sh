@@ -24,7 +24,7 @@
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
-# bench_{attnkit,torch,variants,ab}.json and logs.tgz (every log, every
+# bench_{attnkit,torch,variants,ab,sparse}.json and logs.tgz (every log, every
 # backend's bench_fa2 JSON); the caller's own tee of stdout makes the eighth.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -201,7 +201,7 @@ if ! skip python; then
     echo "cupy unpacked from .deps/"
   fi
   if [[ -f "$BUILD/python/attnkit/__init__.py" ]] && ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1; then
-    PYTHONFAULTHANDLER=1 PYTHONPATH="$pypath" CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
+    ATTNKIT_CLI="$BUILD/src/cli/attnkit" PYTHONFAULTHANDLER=1 PYTHONPATH="$pypath" CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
       || status=1
     tail -1 "$LOGS/pytest.log"
     grep -E "FAILED|Error|Fatal|File .*attnkit" "$LOGS/pytest.log" | head -12
@@ -311,6 +311,24 @@ if [[ -n "${GPU_CHECK_AB:-}" ]]; then
   else
     echo "A/B baseline did not build:"; tail -20 "$LOGS/ab_build.log" "$LOGS/ab_configure.log" 2>/dev/null; status=1
   fi
+fi
+
+# ---- block-sparse video attention (issue 19): attnkit's fa3 over block-sparse
+# lists vs FlexAttention (same block mask), FastVideo's sliding-tile kernels
+# (.whl/fastvideo_kernel-*.whl when carried) and dense cuDNN. Opt-in
+# (GPU_CHECK_SPARSE=1; GPU_CHECK_SPARSE_ONLY=sta_wan,density picks cases).
+if [[ "${GPU_CHECK_SPARSE:-0}" == 1 ]]; then
+  step "block-sparse: bench_sparse.py (attnkit fa3 sparse vs FlexAttention, FastVideo STA, cuDNN dense)"
+  sp_path="$BUILD/python"
+  if ls "$ROOT"/.whl/fastvideo_kernel-*.whl >/dev/null 2>&1; then
+    "$ROOT/scripts/fastvideo_peer.sh" /tmp/akfastvideo > "$LOGS/fastvideo_install.log" 2>&1 \
+      && sp_path="$sp_path:/tmp/akfastvideo" || { echo "fastvideo-kernel did not install:"; tail -3 "$LOGS/fastvideo_install.log"; }
+  fi
+  preload=""; [[ "$sp_path" == *akfastvideo* ]] && preload=/tmp/akfastvideo/stub/libak_nccl_stub.so
+  PYTHONUNBUFFERED=1 PYTHONPATH="$sp_path" LD_PRELOAD="$preload" \
+    timeout 420 python3 "$ROOT/bench/gpu/bench_sparse.py" --json "$OUT/bench_sparse.json" \
+    ${GPU_CHECK_SPARSE_ONLY:+--only $GPU_CHECK_SPARSE_ONLY} > "$LOGS/bench_sparse.log" 2>&1 || status=1
+  grep -vE "Warning|warn" "$LOGS/bench_sparse.log" | tail -40
 fi
 
 if ! skip bench; then
