@@ -8,6 +8,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -17,6 +18,7 @@
 
 #include "attnkit/backends/cudnn.hpp"
 #include "attnkit/backends/registry.hpp"
+#include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/dlpack.hpp"
 #include "attnkit/runtime/deployment.hpp"
 #include "attnkit/dist/sequence_parallel.hpp"
@@ -33,6 +35,12 @@ struct DiagnosticError {
 };
 
 [[noreturn]] void raise(Diagnostics d) { throw DiagnosticError{std::move(d)}; }
+
+template <class T>
+T value_or_raise(Result<T> r) {
+  if (!r) raise(r.diagnostics());
+  return std::move(*r);
+}
 
 nb::dict to_dict(const Diagnostic& d) {
   nb::dict out;
@@ -78,7 +86,7 @@ struct CallArrays {
 
 CallArrays bind_arrays(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse,
                        OptArray sinks, OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table,
-                       OptArray seqlens_k, OptArray workspace) {
+                       OptArray seqlens_k, OptArray block_offsets, OptArray block_indices, OptArray workspace) {
   CallArrays c;
   AttentionTensors& t = c.tensors;
   t.q = *view_of(q, "q");
@@ -91,6 +99,8 @@ CallArrays bind_arrays(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::nd
   if (auto x = view_of(cu_seqlens_k, "cu_seqlens_k")) t.cu_seqlens_k = *x;
   if (auto x = view_of(block_table, "block_table")) t.block_table = *x;
   if (auto x = view_of(seqlens_k, "seqlens_k")) t.seqlens_k = *x;
+  if (auto x = view_of(block_offsets, "block_offsets")) t.block_offsets = *x;
+  if (auto x = view_of(block_indices, "block_indices")) t.block_indices = *x;
   if (workspace) c.workspace = {static_cast<std::byte*>(workspace->data()), workspace->nbytes()};
   return c;
 }
@@ -115,9 +125,9 @@ struct PyRunnable {
 
   nb::list run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse, OptArray sinks,
                OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table, OptArray seqlens_k,
-               OptArray workspace, std::uintptr_t stream) {
+               OptArray block_offsets, OptArray block_indices, OptArray workspace, std::uintptr_t stream) {
     const CallArrays c = bind_arrays(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k,
-                                     workspace);
+                                     block_offsets, block_indices, workspace);
     Diagnostics ran;
     {
       nb::gil_scoped_release release;
@@ -164,7 +174,8 @@ struct PyLayerCall final : PyRunnable {
 Problem make_problem(const std::string& layout, int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
                      int head_dim_qk, int head_dim_v, const std::string& dtype, bool causal,
                      std::pair<int, int> window, float softcap, std::optional<float> scale, bool has_sinks,
-                     bool return_lse, std::optional<int> page_size) {
+                     bool return_lse, std::optional<int> page_size,
+                     std::optional<std::tuple<int, int, int, int>> block_sparse) {
   Problem p;
   const auto l = parse_layout(layout);
   if (!l) raise(diagnose("AK1102", {{"name", "q"}, {"rank", "?"}, {"expected", "bshd, bhsd or thd"}, {"layout", layout}}));
@@ -191,6 +202,10 @@ Problem make_problem(const std::string& layout, int batch, int seqlen_q, int seq
   p.has_sinks = has_sinks;
   p.return_lse = return_lse;
   if (page_size) p.paged_kv = PagedKv{*page_size};
+  if (block_sparse) {
+    const auto [block_q, block_k, lists_batch, lists_heads] = *block_sparse;
+    p.block_sparse = BlockSparse{block_q, block_k, lists_batch, lists_heads};
+  }
   Diagnostics why = validate_problem(p);
   if (!why.ok()) raise(why);
   return p;
@@ -213,6 +228,45 @@ PyPlan make_plan(const Problem& p, const std::string& backend, const std::string
 
 nb::object from_json(const std::string& text) { return nb::module_::import_("json").attr("loads")(text); }
 
+// The Problem the block-sparse helpers need: the list layout and the lengths.
+Problem lists_problem(int lists_batch, int lists_heads, int seqlen_q, int seqlen_k, int block_q, int block_k) {
+  Problem p;
+  p.batch = lists_batch;
+  p.heads_q = p.heads_kv = lists_heads;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.block_sparse = BlockSparse{block_q, block_k, lists_batch, lists_heads};
+  Diagnostics why = validate_problem(p);
+  if (!why.ok()) raise(why);
+  return p;
+}
+
+// A dense uint8 block mask (host) [lists_batch, lists_heads, q blocks, k blocks] as CSR lists.
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> sparse_from_mask(nb::ndarray<> mask, int seqlen_q,
+                                                                                 int seqlen_k, int block_q,
+                                                                                 int block_k) {
+  const TensorView m = *view_of(mask, "block_mask");
+  if (m.rank != 4)
+    raise(diagnose("AK1102", {{"name", "block_mask"}, {"rank", std::to_string(m.rank)}, {"expected", "4"},
+                              {"layout", "[lists_batch, lists_heads, q blocks, k blocks]"}}));
+  if (m.device.kind == DeviceKind::cuda)
+    raise(diagnose("AK1105", {{"name", "block_mask"}, {"device", device_name(m.device)}, {"expected", "cpu"}}));
+  const Problem p = lists_problem(static_cast<int>(m.shape[0]), static_cast<int>(m.shape[1]), seqlen_q, seqlen_k,
+                                  block_q, block_k);
+  BlockSparseLists lists = value_or_raise(block_sparse_from_mask(p, m));
+  return {std::move(lists.offsets), std::move(lists.indices)};
+}
+
+// CSR lists (host) as the flat contents of the dense mask of sparse_from_mask.
+std::vector<std::uint8_t> sparse_dense_mask(nb::ndarray<> offsets, nb::ndarray<> indices, int lists_batch,
+                                            int lists_heads, int seqlen_q, int seqlen_k, int block_q, int block_k) {
+  const Problem p = lists_problem(lists_batch, lists_heads, seqlen_q, seqlen_k, block_q, block_k);
+  const HostTensor mask = value_or_raise(
+      block_sparse_dense_mask(p, *view_of(offsets, "block_offsets"), *view_of(indices, "block_indices")));
+  const auto* bytes = mask.view().ptr<const std::uint8_t>();
+  return {bytes, bytes + mask.view().numel()};
+}
+
 // A sequence-parallel plan over `comm` (attnkit.dist): collective, every rank
 // calls it with the same problem; the platform follows where the data lives.
 PyPlan make_dist_plan(const Problem& p, int ring, int ulysses, int replicated, const std::string& backend,
@@ -230,12 +284,6 @@ PyPlan make_dist_plan(const Problem& p, int ring, int ulysses, int replicated, c
   auto plan = dist::plan_sequence_parallel(p, sp, *decision->backend, *platform);
   if (!plan) raise(plan.diagnostics());
   return PyPlan{std::move(*plan), std::string(decision->backend->name()), *platform};
-}
-
-template <class T>
-T value_or_raise(Result<T> r) {
-  if (!r) raise(r.diagnostics());
-  return std::move(*r);
 }
 
 nb::dict check_argv(const std::vector<std::string>& args) {
@@ -331,13 +379,18 @@ NB_MODULE(_attnkit, m) {
   m.def("make_problem", &make_problem, nb::arg("layout"), nb::arg("batch"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
         nb::arg("heads_q"), nb::arg("heads_kv"), nb::arg("head_dim_qk"), nb::arg("head_dim_v"), nb::arg("dtype"),
         nb::arg("causal"), nb::arg("window"), nb::arg("softcap"), nb::arg("scale").none(), nb::arg("has_sinks"),
-        nb::arg("return_lse"), nb::arg("page_size").none());
+        nb::arg("return_lse"), nb::arg("page_size").none(), nb::arg("block_sparse").none());
+  m.def("block_sparse_from_mask", &sparse_from_mask, nb::arg("mask"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
+        nb::arg("block_q"), nb::arg("block_k"));
+  m.def("block_sparse_dense_mask", &sparse_dense_mask, nb::arg("offsets"), nb::arg("indices"),
+        nb::arg("lists_batch"), nb::arg("lists_heads"), nb::arg("seqlen_q"), nb::arg("seqlen_k"), nb::arg("block_q"),
+        nb::arg("block_k"));
 
   nb::class_<PyRunnable>(m, "Runnable")
       .def("run", &PyRunnable::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
            nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
-           nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("workspace").none(),
-           nb::arg("stream"));
+           nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("block_offsets").none(),
+           nb::arg("block_indices").none(), nb::arg("workspace").none(), nb::arg("stream"));
 
   nb::class_<PyPlan, PyRunnable>(m, "Plan")
       .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })

@@ -1,5 +1,7 @@
 #include "attnkit/core/attention_tensors.hpp"
 
+#include "attnkit/core/block_sparse.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -183,11 +185,15 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
   if (p.diagonal_offsets)
     check_tensor(out, t.diagonal_offsets, {"diagonal_offsets", DType::i32, {B}, false}, p, {DeviceKind::cpu, 0},
                  "diagonal_offsets is set");
-  if (p.mask == MaskKind::block_sparse) {
-    const std::int64_t nbq = (Sq + p.block_sparse.block_q - 1) / std::max(1, p.block_sparse.block_q);
-    const std::int64_t nbk = (Sk + p.block_sparse.block_k - 1) / std::max(1, p.block_sparse.block_k);
-    check_tensor(out, t.block_mask, {"block_mask", DType::u8, {B, Hq, nbq, nbk}, false}, p, rules,
-                 "a block-sparse mask needs block_mask");
+  if (p.block_sparse && p.block_sparse->block_q > 0 && p.block_sparse->block_k > 0) {
+    const char* why = "a block-sparse problem needs block_offsets and block_indices";
+    const std::int64_t rows = block_sparse_shape(p).rows;
+    // Contiguous (unit stride): kernels index the lists directly.
+    const bool offsets_ok = check_tensor(out, t.block_offsets, {"block_offsets", DType::i32, {rows + 1}}, p, rules, why);
+    const bool indices_ok = check_tensor(out, t.block_indices, {"block_indices", DType::i32, {-1}}, p, rules, why);
+    const bool readable = offsets_ok && indices_ok && t.block_offsets.dtype == DType::i32 &&
+                          t.block_indices.dtype == DType::i32 && (t.block_offsets.data != nullptr);
+    if (readable) out.append(validate_block_sparse_lists(p, t.block_offsets, t.block_indices));
   }
   if (p.mask == MaskKind::custom)
     check_tensor(out, t.custom_mask, {"custom_mask", DType::u8, {B, Hq, Sq, Sk}, false}, p, rules,

@@ -1,5 +1,7 @@
 #include "attnkit/core/host_tensor.hpp"
 
+#include "attnkit/core/block_sparse.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -141,12 +143,20 @@ Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemD
     if (!p.paged_kv) d.cu_k_ = make_cu_seqlens(d.k_lens_);
   }
   std::bernoulli_distribution keep(o.mask_density);
-  if (p.mask == MaskKind::block_sparse) {
-    const int nbq = (p.seqlen_q + p.block_sparse.block_q - 1) / p.block_sparse.block_q;
-    const int nbk = (p.seqlen_k + p.block_sparse.block_k - 1) / p.block_sparse.block_k;
-    d.block_mask_ = HostTensor(DType::u8, {p.batch, p.heads_q, nbq, nbk});
-    auto* m = d.block_mask_.view().ptr<std::uint8_t>();
-    for (std::int64_t i = 0; i < d.block_mask_.view().numel(); ++i) m[i] = keep(rng) ? 1 : 0;
+  if (p.block_sparse) {
+    const BlockSparseShape shape = block_sparse_shape(p);
+    std::bernoulli_distribution empty(o.empty_block_rows);
+    std::vector<std::int32_t> offsets{0}, indices;
+    for (std::int64_t r = 0; r < shape.rows; ++r) {
+      const bool none = empty(rng);
+      for (int kb = 0; kb < shape.num_k_blocks; ++kb)
+        if (!none && keep(rng)) indices.push_back(kb);
+      offsets.push_back(static_cast<std::int32_t>(indices.size()));
+    }
+    d.block_offsets_ = HostTensor(DType::i32, {static_cast<std::int64_t>(offsets.size())});
+    d.block_indices_ = HostTensor(DType::i32, {static_cast<std::int64_t>(indices.size())});
+    std::copy(offsets.begin(), offsets.end(), d.block_offsets_.view().ptr<std::int32_t>());
+    std::copy(indices.begin(), indices.end(), d.block_indices_.view().ptr<std::int32_t>());
   }
   if (p.mask == MaskKind::custom) {
     d.custom_mask_ = HostTensor(DType::u8, {p.batch, p.heads_q, p.seqlen_q, p.seqlen_k});
@@ -174,7 +184,8 @@ AttentionTensors HostProblemData::tensors_with_outputs(const TensorView& out, co
   t.cu_seqlens_k = cu_k_.view();
   t.block_table = block_table_.view();
   t.seqlens_k = seqlens_k_.view();
-  t.block_mask = block_mask_.view();
+  t.block_offsets = block_offsets_.view();
+  t.block_indices = block_indices_.view();
   t.custom_mask = custom_mask_.view();
   return t;
 }

@@ -18,7 +18,9 @@ std::size_t ProblemHash::operator()(const Problem& p) const noexcept {
   for (int v : {static_cast<int>(p.layout), p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim_qk,
                 p.head_dim_v, static_cast<int>(p.dtype), p.kv_dtype ? static_cast<int>(*p.kv_dtype) : -1,
                 p.out_dtype_override ? static_cast<int>(*p.out_dtype_override) : -1, static_cast<int>(p.mask),
-                p.window.left, p.window.right, p.block_sparse.block_q, p.block_sparse.block_k,
+                p.window.left, p.window.right, p.block_sparse ? p.block_sparse->block_q : -1,
+                p.block_sparse ? p.block_sparse->block_k : -1, p.block_sparse ? p.block_sparse->batch : -1,
+                p.block_sparse ? p.block_sparse->heads : -1,
                 p.paged_kv ? p.paged_kv->page_size : -1, int{p.has_sinks}, int{p.return_lse}})
     mix(h, v);
   for (float v : {p.softcap, p.scale.value_or(-1.0f), p.q_descale, p.k_descale, p.v_descale}) mix(h, v);

@@ -150,9 +150,9 @@ class Section {
 
 MaskKind parse_mask(const Section& s) {
   const std::string text = s.text("mask", "none");
-  for (MaskKind m : {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom})
+  for (MaskKind m : kAllMaskKinds)
     if (mask_kind_name(m) == text) return m;
-  s.wrong("mask", "none, causal, sliding_window, block_sparse or custom", text);
+  s.wrong("mask", "none, causal, sliding_window or custom", text);
 }
 
 KeyType parse_key_type(const Section& s) {

@@ -18,14 +18,16 @@ struct AttentionTensors {
   TensorView cu_seqlens_q, cu_seqlens_k;  // int32 [batch + 1], THD only
   TensorView block_table;                 // int32 [batch, max_pages], paged only
   TensorView seqlens_k;                   // int32 [batch], paged only
-  TensorView block_mask;                  // uint8, block_sparse only
+  TensorView block_offsets;               // int32 [rows + 1], contiguous; Problem::block_sparse only (core/block_sparse.hpp)
+  TensorView block_indices;               // int32 [nnz], contiguous; Problem::block_sparse only
   TensorView custom_mask;                 // uint8 [batch, heads_q, seqlen_q, seqlen_k], custom only
   TensorView diagonal_offsets;            // int32 [batch], host, Problem::diagonal_offsets only
 };
 
 // Checks that the tensors match the Problem: presence, rank, shape, dtype,
 // device, unit stride on the head dim, 16-byte alignment where asked, and
-// cu_seqlens monotonic and within the packed length (host-resident only).
+// cu_seqlens monotonic and within the packed length and block-sparse lists
+// well formed (both host-resident only).
 struct BindingRules {
   DeviceKind device = DeviceKind::cpu;
   int alignment_bytes = 0;      // every tensor's base and strides; 0: no requirement

@@ -31,11 +31,12 @@ struct ProblemDataOptions {
   // sequence has seqlen_q / seqlen_k tokens.
   std::vector<int> q_lens;
   std::vector<int> k_lens;
-  double mask_density = 0.6;  // fraction of kept blocks / elements for block-sparse / custom masks
+  double mask_density = 0.6;  // fraction of kept blocks / elements for block-sparse lists / custom masks
+  double empty_block_rows = 0.0;  // block-sparse: fraction of query blocks whose list is empty
 };
 
-// Random inputs (standard normal q, k, v and sinks, random masks, a shuffled
-// paged block table) and poisoned outputs for a Problem.
+// Random inputs (standard normal q, k, v and sinks, random masks and
+// block-sparse lists, a shuffled paged block table) and poisoned outputs for a Problem.
 class HostProblemData {
  public:
   static Result<HostProblemData> create(const Problem& p, const ProblemDataOptions& options = {});
@@ -55,7 +56,8 @@ class HostProblemData {
  private:
   Problem problem_;
   std::vector<int> q_lens_, k_lens_;
-  HostTensor q_, k_, v_, out_, lse_, sinks_, cu_q_, cu_k_, block_table_, seqlens_k_, block_mask_, custom_mask_;
+  HostTensor q_, k_, v_, out_, lse_, sinks_, cu_q_, cu_k_, block_table_, seqlens_k_, block_offsets_, block_indices_,
+      custom_mask_;
 };
 
 }  // namespace attnkit

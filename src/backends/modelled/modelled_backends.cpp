@@ -15,7 +15,7 @@ constexpr DTypeSet kHalf{DType::f16, DType::bf16};
 constexpr DTypeSet kHalfFp8{DType::f16, DType::bf16, DType::f8e4m3};
 constexpr DTypeSet kHalfF32{DType::f16, DType::bf16, DType::f32};
 const EnumSet<MK> kDenseMasks{MK::none, MK::causal, MK::sliding_window};
-const EnumSet<MK> kAllMasks{MK::none, MK::causal, MK::sliding_window, MK::block_sparse, MK::custom};
+const EnumSet<MK> kAllMasks{MK::none, MK::causal, MK::sliding_window, MK::custom};
 const EnumSet<Layout> kAllLayouts{Layout::bshd, Layout::bhsd, Layout::thd};
 const EnumSet<Layout> kPadded{Layout::bshd, Layout::bhsd};
 
@@ -159,7 +159,8 @@ std::vector<Row> modelled_table() {
                   with(cuda_caps(120, 121, {DType::bf16}, {128, 192}), [](Capabilities& c) {
                     c.kv_dtypes = {DType::f16, DType::bf16, DType::f32, DType::f8e4m3, DType::f8e5m2};  // sparse_mla_rules: fp8_e4m3, with the whole rule
                     c.paged_kv = true;
-                    c.masks = {MK::causal, MK::block_sparse};
+                    c.masks = {MK::causal};
+                    c.block_sparse = true;
                     c.requires_weights = {"sparse_mla"};
                   }),
                   sparse_mla_rules});
