@@ -69,6 +69,7 @@ std::string Problem::summary() const {
   if (return_lse) s += " lse";
   if (diagonal_offsets) s += " diagonal-offsets";
   if (paged_kv) s += fmt::format(" paged:{}", paged_kv->page_size);
+  if (video) s += fmt::format(" video:{}x{}x{}", video->frames, video->height, video->width);
   return s;
 }
 
@@ -133,6 +134,14 @@ Diagnostics validate_problem(const Problem& p) {
     if (bs.heads != 1 && bs.heads != p.heads_q)
       out.add("AK1015", {{"field", "heads"}, {"value", std::to_string(bs.heads)}, {"full", "heads_q"},
                          {"full_value", std::to_string(p.heads_q)}});
+  }
+  if (p.video) {
+    const VideoGrid& v = *p.video;
+    if (v.frames < 1 || v.height < 1 || v.width < 1 || v.tokens() > std::min(p.seqlen_q, p.seqlen_k))
+      out.add("AK1016", {{"grid", fmt::format("{}x{}x{}", v.frames, v.height, v.width)},
+                         {"tokens", std::to_string(v.tokens())},
+                         {"seqlen_q", std::to_string(p.seqlen_q)},
+                         {"seqlen_k", std::to_string(p.seqlen_k)}});
   }
   if (p.paged_kv) {
     if (p.paged_kv->page_size < 1) out.add("AK1009", {{"value", std::to_string(p.paged_kv->page_size)}});

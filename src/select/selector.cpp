@@ -79,6 +79,7 @@ Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec&
   p.dtype = ctx.dtype;
   p.mask = r.mask;
   if (r.paged_kv) p.paged_kv = PagedKv{16};
+  p.video = r.video;
   if (c.llm && ctx.kv_dtype && *ctx.kv_dtype != ctx.dtype) p.kv_dtype = ctx.kv_dtype;
   return p;
 }

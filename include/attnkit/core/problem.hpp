@@ -56,6 +56,17 @@ struct BlockSparse {
   friend bool operator==(const BlockSparse&, const BlockSparse&) = default;
 };
 
+// The token layout of a video DiT call, what sparse video backends read
+// (dense backends ignore it): the first frames * height * width tokens of
+// every sequence are the latent grid in raster order (frame slowest, width
+// fastest, core/video_tiles.hpp); the tokens after them are text tokens of
+// joint attention.
+struct VideoGrid {
+  int frames = 0, height = 0, width = 0;
+  std::int64_t tokens() const { return static_cast<std::int64_t>(frames) * height * width; }
+  friend bool operator==(const VideoGrid&, const VideoGrid&) = default;
+};
+
 // Paged KV cache: K/V are [num_pages, page_size, heads_kv, dim]; sequence b's
 // key j lives in page block_table[b, j / page_size] at row j % page_size, and
 // seqlens_k[b] keys are valid.
@@ -88,6 +99,7 @@ struct Problem {
   // host) instead of the bottom-right diagonal i + (sk - sq).
   bool diagonal_offsets = false;
   std::optional<PagedKv> paged_kv;
+  std::optional<VideoGrid> video;  // video latents first in each sequence (sparse video backends)
   // fp8 inputs are stored scaled; the math uses x * descale.
   float q_descale = 1.0f, k_descale = 1.0f, v_descale = 1.0f;
 

@@ -115,7 +115,7 @@ std::vector<Row> modelled_table() {
                     c.paged_kv = true;
                     c.sinks = false;
                   })});
-  // ---- quantized / sparse DiT backends
+  // ---- quantized / sparse DiT backends (sliding_tile_attn is real: src/backends/sparse)
   rows.push_back({"sage_attn", "SageAttention: int8 QK with K smoothing, fp16/fp8 PV",
                   with(cuda_caps(80, 0, kHalf, {64, 96, 128}), [](Capabilities& c) {
                     c.platforms = {PK::cuda, PK::musa};
@@ -123,8 +123,6 @@ std::vector<Row> modelled_table() {
                     c.softcap = c.sinks = false;
                     c.distinct_v_head_dim = false;
                   })});
-  rows.push_back({"sliding_tile_attn", "3D sliding tile attention over video latents (tile-ordered tokens)",
-                  sparse_caps({32, 64, 96, 128, 160, 192, 224, 256})});
   // SpargeAttn's kernel is square self-attention of at least one 128-token
   // block, without grouped-query heads; shorter calls run dense SDPA.
   rows.push_back({"sparge_attn", "SpargeAttn: top-k KV blocks from pooled q/k similarity",
