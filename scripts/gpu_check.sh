@@ -7,7 +7,7 @@
 # a short table is last.
 #
 #   OUT=/some/dir scripts/gpu_check.sh            # everything
-#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,cudnn,python,wheel,run,variants,bench
+#   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,cudnn,dist,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
@@ -24,7 +24,7 @@
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
-# bench_{attnkit,torch,variants,ab}.json and logs.tgz (every log, every
+# bench_{attnkit,torch,variants,ab,sparse}.json and logs.tgz (every log, every
 # backend's bench_fa2 JSON); the caller's own tee of stdout makes the eighth.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -77,7 +77,7 @@ if ! skip build; then
   echo "build ok"
   # The Python module is optional here: the image's Python may lack headers
   # (and the python and bench steps are its only users).
-  if ! { skip python && skip bench; }; then
+  if ! { skip python && skip bench && skip cudnn; }; then
     cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
       && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
   fi
@@ -133,6 +133,11 @@ fi
 if ! skip cudnn; then
   step "cudnn backend: test_cudnn, parity (cudnn cases), memcheck"
   if cmake --build "$BUILD" -j"$JOBS" --target test_cudnn test_parity > "$LOGS/build_cudnn.log" 2>&1; then
+    # The newest cuDNN on the machine (PyTorch's wheel: 9.19 on the H200 image; the
+    # system's is 9.14): the one a Python user running torch gets, and what the
+    # targets of issue 16 are measured against.
+    torch_cudnn="$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)"
+    [[ -f "$torch_cudnn" ]] && export ATTNKIT_CUDNN_LIBRARY="$torch_cudnn"
     "$BUILD/tests/test_cudnn" > "$LOGS/test_cudnn.log" 2>&1 || status=1
     grep -E "^cuDNN |first build|slowest|Failure|FAILED|Skipped" "$LOGS/test_cudnn.log" | head -30
     tail -3 "$LOGS/test_cudnn.log"
@@ -148,8 +153,37 @@ if ! skip cudnn; then
     a=$?
     echo "cudnn memcheck: exit $a; $(grep -E 'ERROR SUMMARY' "$LOGS/sanitizer_cudnn.log" | tr '\n' ' ')"
     [[ $a -eq 0 ]] || status=1
+    if [[ -n "${ATTNKIT_CUDNN_LIBRARY:-}" ]]; then  # the same build-time test on the system's cuDNN, for the record
+      env -u ATTNKIT_CUDNN_LIBRARY "$BUILD/tests/test_cudnn" --gtest_filter='CudnnGpuPlan.GraphBuild*' \
+        > "$LOGS/test_cudnn_system.log" 2>&1
+      echo "system cuDNN: $(grep -E '^cuDNN |slowest' "$LOGS/test_cudnn_system.log" | tr '\n' ' ')"
+    fi
+    unset ATTNKIT_CUDNN_LIBRARY
+    if [[ -f "$BUILD/python/attnkit/__init__.py" ]]; then  # kernels torch's cuDNN and ours launch, same process
+      PYTHONPATH="$BUILD/python" timeout 120 python3 "$ROOT/bench/gpu/cudnn_kernels.py" > "$LOGS/cudnn_kernels.log" 2>&1
+      cat "$LOGS/cudnn_kernels.log"
+    fi
   else
     echo "test_cudnn did not build:"; grep -E "error|Error" "$LOGS/build_cudnn.log" | head -20; status=1
+  fi
+fi
+
+# ---- sequence parallelism (issue 17) on one GPU: the NCCL communicator at
+# world size 1, ring / Ulysses / USP through the in-process group with fa3 /
+# fa2 / cuda_sdpa inside. (More GPUs: issue 18, a multi-GPU kind.)
+if ! skip dist; then
+  step "dist: test_dist_gpu (NCCL at world size 1, ring / Ulysses / USP on one GPU)"
+  if cmake --build "$BUILD" -j"$JOBS" --target test_dist_gpu > "$LOGS/build_dist.log" 2>&1; then
+    timeout 300 "$BUILD/tests/test_dist_gpu" > "$LOGS/test_dist_gpu.log" 2>&1 || status=1
+    grep -E "Failure|FAILED|SKIPPED|Skipped|no NCCL" "$LOGS/test_dist_gpu.log" | sort | uniq -c | head -20
+    tail -3 "$LOGS/test_dist_gpu.log"
+    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 "$BUILD/tests/test_dist_gpu" \
+      --gtest_filter='*Ring*:*Ulysses*' > "$LOGS/sanitizer_dist.log" 2>&1
+    a=$?
+    echo "dist memcheck: exit $a; $(grep -E 'ERROR SUMMARY' "$LOGS/sanitizer_dist.log" | tr '\n' ' ')"
+    [[ $a -eq 0 ]] || status=1
+  else
+    echo "test_dist_gpu did not build:"; grep -E "error|Error" "$LOGS/build_dist.log" | head -20; status=1
   fi
 fi
 
@@ -167,7 +201,7 @@ if ! skip python; then
     echo "cupy unpacked from .deps/"
   fi
   if [[ -f "$BUILD/python/attnkit/__init__.py" ]] && ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1; then
-    PYTHONFAULTHANDLER=1 PYTHONPATH="$pypath" CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
+    ATTNKIT_CLI="$BUILD/src/cli/attnkit" PYTHONFAULTHANDLER=1 PYTHONPATH="$pypath" CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
       || status=1
     tail -1 "$LOGS/pytest.log"
     grep -E "FAILED|Error|Fatal|File .*attnkit" "$LOGS/pytest.log" | head -12
@@ -277,6 +311,24 @@ if [[ -n "${GPU_CHECK_AB:-}" ]]; then
   else
     echo "A/B baseline did not build:"; tail -20 "$LOGS/ab_build.log" "$LOGS/ab_configure.log" 2>/dev/null; status=1
   fi
+fi
+
+# ---- block-sparse video attention (issue 19): attnkit's fa3 over block-sparse
+# lists vs FlexAttention (same block mask), FastVideo's sliding-tile kernels
+# (.whl/fastvideo_kernel-*.whl when carried) and dense cuDNN. Opt-in
+# (GPU_CHECK_SPARSE=1; GPU_CHECK_SPARSE_ONLY=sta_wan,density picks cases).
+if [[ "${GPU_CHECK_SPARSE:-0}" == 1 ]]; then
+  step "block-sparse: bench_sparse.py (attnkit fa3 sparse vs FlexAttention, FastVideo STA, cuDNN dense)"
+  sp_path="$BUILD/python"
+  if ls "$ROOT"/.whl/fastvideo_kernel-*.whl >/dev/null 2>&1; then
+    "$ROOT/scripts/fastvideo_peer.sh" /tmp/akfastvideo > "$LOGS/fastvideo_install.log" 2>&1 \
+      && sp_path="$sp_path:/tmp/akfastvideo" || { echo "fastvideo-kernel did not install:"; tail -3 "$LOGS/fastvideo_install.log"; }
+  fi
+  preload=""; [[ "$sp_path" == *akfastvideo* ]] && preload=/tmp/akfastvideo/stub/libak_nccl_stub.so
+  PYTHONUNBUFFERED=1 PYTHONPATH="$sp_path" LD_PRELOAD="$preload" \
+    timeout 420 python3 "$ROOT/bench/gpu/bench_sparse.py" --json "$OUT/bench_sparse.json" \
+    ${GPU_CHECK_SPARSE_ONLY:+--only $GPU_CHECK_SPARSE_ONLY} > "$LOGS/bench_sparse.log" 2>&1 || status=1
+  grep -vE "Warning|warn" "$LOGS/bench_sparse.log" | tail -40
 fi
 
 if ! skip bench; then

@@ -18,6 +18,8 @@ import sys
 
 from . import _arrays
 from ._attnkit import backends
+from ._attnkit import block_sparse_dense_mask as _block_sparse_dense_mask
+from ._attnkit import block_sparse_from_mask as _block_sparse_from_mask
 from ._attnkit import check as _check
 from ._attnkit import explain as _explain
 from ._attnkit import diagnose as _diagnose
@@ -30,7 +32,8 @@ from ._text import utf8 as _utf8
 from .deployment import Deployment, Layer, engine_args as _engine_args
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "scaled_dot_product_attention", "force_backend",
-           "backends", "explain", "check", "select", "AttnkitError", "last_backend", "Deployment", "Layer"]
+           "backends", "explain", "check", "select", "AttnkitError", "last_backend", "Deployment", "Layer",
+           "block_sparse_from_mask", "block_sparse_dense_mask"]
 
 _plans = {}
 _last_backend = contextvars.ContextVar("attnkit_last_backend", default=None)
@@ -187,9 +190,90 @@ def _shape(x, rank, name, layout):
 _MAX_PLANS = 256  # plans cached per distinct call shape; a server with ever-new shapes must not grow without bound
 
 
+def _block_sizes(block_q, block_k):
+    """(block_q, block_k) as ints, AK1008 when one is not a positive integer (before any division by it)."""
+    sizes = tuple(_integer(x, name, "AK1008", block_q=_shown(block_q), block_k=_shown(block_k))
+                  for x, name in ((block_q, "block_q"), (block_k, "block_k")))
+    if min(sizes) < 1:
+        raise _error("AK1008", block_q=sizes[0], block_k=sizes[1])
+    return sizes
+
+
+def _block_layout(block_layout):
+    """block_layout as (lists_batch, lists_heads) ints, or AK1014."""
+    try:
+        pair = () if isinstance(block_layout, (str, bytes)) else tuple(block_layout)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2:
+        raise _error("AK1014", name="block_layout", expected="a pair (lists_batch, lists_heads)",
+                     value=_shown(block_layout), type=type(block_layout).__name__)
+    return tuple(_integer(x, "block_layout") for x in pair)
+
+
+def block_sparse_from_mask(block_mask, seqlen_q, seqlen_k, block_q=128, block_k=128):
+    """Block-sparse lists from a dense uint8 block mask [lists_batch, lists_heads, ceil(seqlen_q / block_q),
+    ceil(seqlen_k / block_k)] on the host (non-zero: the query block attends to the key block).
+    lists_batch is 1 (shared by the sequences) or batch, lists_heads 1 or heads_q. Returns the int32
+    numpy arrays (block_offsets [rows + 1], block_indices [nnz]) that attention() takes."""
+    import numpy
+    _require_array(block_mask, "block_mask")
+    block_q, block_k = _block_sizes(block_q, block_k)
+    mask = block_mask.cpu() if _arrays.framework(block_mask) == "torch" else block_mask
+    offsets, indices = _block_sparse_from_mask(mask, _integer(seqlen_q, "seqlen_q"), _integer(seqlen_k, "seqlen_k"),
+                                               block_q, block_k)
+    return numpy.asarray(offsets, dtype=numpy.int32), numpy.asarray(indices, dtype=numpy.int32)
+
+
+def block_sparse_dense_mask(block_offsets, block_indices, block_layout, seqlen_q, seqlen_k, block_q=128,
+                            block_k=128):
+    """The dense uint8 block mask [lists_batch, lists_heads, q blocks, k blocks] of host lists
+    (block_layout = (lists_batch, lists_heads)): the inverse of block_sparse_from_mask."""
+    import numpy
+    _require_array(block_offsets, "block_offsets")
+    _require_array(block_indices, "block_indices")
+    lists_batch, lists_heads = _block_layout(block_layout)
+    block_q, block_k = _block_sizes(block_q, block_k)
+    seqlen_q, seqlen_k = _integer(seqlen_q, "seqlen_q"), _integer(seqlen_k, "seqlen_k")
+    flat = _block_sparse_dense_mask(block_offsets, block_indices, lists_batch, lists_heads, seqlen_q, seqlen_k,
+                                    block_q, block_k)
+    nq, nk = -(-seqlen_q // block_q), -(-seqlen_k // block_k)
+    return numpy.asarray(flat, dtype=numpy.uint8).reshape(lists_batch, lists_heads, nq, nk)
+
+
+def _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layout, block_mask, *, batch, heads_q,
+                  seqlen_q, seqlen_k):
+    """(block_sparse problem tuple, offsets, indices) of a call, or (None, None, None) when dense.
+    block_layout (lists_batch, lists_heads) defaults to what the number of offsets implies."""
+    if block_mask is not None:
+        if block_offsets is not None or block_indices is not None:
+            raise _error("AK1115", reason="give block_mask or block_offsets / block_indices, not both")
+        _require_array(block_mask, "block_mask")
+        block_layout = (int(block_mask.shape[0]), int(block_mask.shape[1])) if len(block_mask.shape) == 4 else None
+        offsets, indices = block_sparse_from_mask(block_mask, seqlen_q, seqlen_k, block_q, block_k)
+        block_offsets, block_indices = _arrays.like(q, offsets), _arrays.like(q, indices)
+    if block_offsets is None and block_indices is None:
+        return None, None, None
+    _require_array(block_offsets, "block_offsets")
+    _require_array(block_indices, "block_indices")
+    block_q, block_k = _block_sizes(block_q, block_k)
+    if block_layout is None:
+        rows = int(block_offsets.shape[0]) - 1 if len(block_offsets.shape) == 1 else -1
+        q_blocks = max(1, -(-seqlen_q // block_q))
+        fits = sorted({(b, h) for b in {1, batch} for h in {1, heads_q} if b * h * q_blocks == rows})
+        if len(fits) != 1:
+            candidates = sorted({(b, h) for b in {1, batch} for h in {1, heads_q}})
+            expected = (" or ".join(f"({b}, {h})" for b, h in fits) + " given as block_layout: both fit" if fits else
+                        " or ".join(f"[{b * h * q_blocks + 1}] (block_layout=({b}, {h}))" for b, h in candidates))
+            raise _error("AK1103", name="block_offsets", shape=f"[{rows + 1}]", expected=expected)
+        block_layout = fits[0]
+    return (block_q, block_k) + _block_layout(block_layout), block_offsets, block_indices
+
+
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
-         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, make_out=None, layer=None):
+         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, make_out=None, layer=None,
+         block_sparse=None, block_offsets=None, block_indices=None):
     """Plans (once per call shape) and runs one call: with the selection for one call, or,
     for a Deployment `layer`, with the plan of the layer's decision in force. The problem
     is validated before any output is allocated; `make_out(dtype)` returns (result, the
@@ -207,14 +291,14 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
     left, right, softcap, softmax_scale = _options(window_size, softcap, softmax_scale)
     head_dim_qk, head_dim_v = int(q.shape[-1]), int(v.shape[-1])
     key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, causal,
-           left, right, softcap, softmax_scale, sinks is not None, return_lse, page_size,
+           left, right, softcap, softmax_scale, sinks is not None, return_lse, page_size, block_sparse,
            requested, _global_force() if requested == "auto" else "", device)
     plans = _plans if layer is None else layer._calls
     plan = plans.get(key)
     if plan is None:
         problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,
                                 dtype, causal, (left, right), softcap, softmax_scale, sinks is not None,
-                                return_lse, page_size)
+                                return_lse, page_size, block_sparse)
         plan = _plan(problem, requested, device) if layer is None else layer._bind(problem)
         if len(plans) >= _MAX_PLANS:
             plans.clear()
@@ -227,8 +311,8 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
         result = out = _arrays.empty(q, out_shape, plan.out_dtype, "out", out_fill)
     lse = _arrays.empty(q, lse_shape, "fp32", "lse", lse_fill) if return_lse else None
     workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8", "workspace") if plan.workspace_bytes else None
-    refused = plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, workspace,
-                       _arrays.current_stream(q))
+    refused = plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets,
+                       block_indices, workspace, _arrays.current_stream(q))
     if refused:
         raise AttnkitError(refused)
     _last_backend.set(plan.backend)
@@ -236,49 +320,71 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
 
 
 def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
-              return_lse=False, backend="auto"):
+              return_lse=False, backend="auto", block_offsets=None, block_indices=None, block_q=128, block_k=128,
+              block_layout=None, block_mask=None):
     """Scaled dot-product attention over [batch, seqlen, heads, head_dim] arrays.
 
     k and v may have fewer heads than q (GQA/MQA); causal is bottom-right aligned
     when seqlen_q != seqlen_k; window_size=(left, right) with -1 for unbounded;
     softcap > 0 applies softcap * tanh(s / softcap); sinks is a float32 [heads_q]
     logit per head; return_lse also returns the float32 natural-log LSE [batch, heads, seqlen_q].
+
+    Block sparsity: block_offsets (int32 [rows + 1]) and block_indices (int32 [nnz]) list, per
+    block of block_q queries, the blocks of block_k keys it attends to (CSR; the causal or window
+    mask still applies inside them; a row with nothing to see outputs 0 and LSE -inf).
+    block_layout = (lists_batch, lists_heads): 1 or batch lists per sequence, 1 or heads_q per
+    head (default: what the number of offsets implies). block_mask, a dense uint8
+    [lists_batch, lists_heads, q blocks, k blocks] host mask, is converted for you.
     """
     return _attention(q, k, v, causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale,
-                      sinks=sinks, return_lse=return_lse, backend=backend)
+                      sinks=sinks, return_lse=return_lse, backend=backend, block_offsets=block_offsets,
+                      block_indices=block_indices, block_q=block_q, block_k=block_k, block_layout=block_layout,
+                      block_mask=block_mask)
 
 
-def _attention(q, k, v, *, causal, window_size, softcap, softmax_scale, sinks, return_lse, backend, layer=None):
+def _attention(q, k, v, *, causal, window_size, softcap, softmax_scale, sinks, return_lse, backend, layer=None,
+               block_offsets=None, block_indices=None, block_q=128, block_k=128, block_layout=None, block_mask=None):
     b, sq, hq, _ = _shape(q, 4, "q", "bshd")
     _, sk, hkv, _ = _shape(k, 4, "k", "bshd")
     dv = _shape(v, 4, "v", "bshd")[-1]
+    sparse, offsets, indices = _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layout,
+                                             block_mask, batch=b, heads_q=hq, seqlen_q=sq, seqlen_k=sk)
     return _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv,
                 out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
-                layer=layer)
+                layer=layer, block_sparse=sparse, block_offsets=offsets, block_indices=indices)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
                      window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None, return_lse=False,
-                     backend="auto"):
+                     backend="auto", block_offsets=None, block_indices=None, block_q=128, block_k=128,
+                     block_layout=None, block_mask=None):
     """Attention over packed sequences: q [total_q, heads, dim], k/v [total_k, kv_heads, dim],
-    int32 cu_seqlens of length batch + 1 (empty sequences allowed). LSE is [heads, total_q]."""
+    int32 cu_seqlens of length batch + 1 (empty sequences allowed). LSE is [heads, total_q].
+    Block-sparse lists as in attention(), over blocks of max_seqlen_q / max_seqlen_k (the
+    blocks past a shorter sequence's end are ignored)."""
     return _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
                              window_size=window_size, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
-                             return_lse=return_lse, backend=backend)
+                             return_lse=return_lse, backend=backend, block_offsets=block_offsets,
+                             block_indices=block_indices, block_q=block_q, block_k=block_k,
+                             block_layout=block_layout, block_mask=block_mask)
 
 
 def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal, window_size, softcap,
-                      softmax_scale, sinks, return_lse, backend, layer=None):
+                      softmax_scale, sinks, return_lse, backend, layer=None, block_offsets=None, block_indices=None,
+                      block_q=128, block_k=128, block_layout=None, block_mask=None):
     tq, hq, _ = _shape(q, 3, "q", "thd")
     _, hkv, _ = _shape(k, 3, "k", "thd")
     dv = _shape(v, 3, "v", "thd")[-1]
     batch = _shape(cu_seqlens_q, 1, "cu_seqlens_q", "cu_seqlens")[0] - 1
     max_q, max_k = _integer(max_seqlen_q, "max_seqlen_q"), _integer(max_seqlen_k, "max_seqlen_k")
+    sparse, offsets, indices = _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layout,
+                                             block_mask, batch=batch, heads_q=hq, seqlen_q=max_q, seqlen_k=max_k)
     return _run("thd", q, k, v, batch=batch, seqlen_q=max_q, seqlen_k=max_k, heads_q=hq,
                 heads_kv=hkv, out_shape=(tq, hq, dv), lse_shape=(hq, tq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
-                cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, layer=layer)
+                cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, layer=layer, block_sparse=sparse,
+                block_offsets=offsets, block_indices=indices)
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, causal=True, window_size=(-1, -1),

@@ -84,6 +84,18 @@ def _allocate(like, shape, dtype, name):
                                      "int32": "int32", "fp64": "float64"}[dtype])
 
 
+def like(reference, array):
+    """A host numpy `array` as an array of `reference`'s framework and device (a copy when it moves)."""
+    fw = framework(reference)
+    if fw == "torch":
+        import torch
+        return torch.from_numpy(array).to(reference.device)
+    if fw == "cupy":
+        import cupy
+        return cupy.asarray(array)
+    return array
+
+
 def current_stream(x):
     """The CUDA stream handle the caller's framework queues work on (0 = default / CPU)."""
     fw = framework(x)

@@ -9,6 +9,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -19,6 +20,7 @@
 
 #include "attnkit/backends/cudnn.hpp"
 #include "attnkit/backends/registry.hpp"
+#include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/dlpack.hpp"
 #include "attnkit/core/host_memory.hpp"
 #include "attnkit/runtime/deployment.hpp"
@@ -36,6 +38,12 @@ struct DiagnosticError {
 };
 
 [[noreturn]] void raise(Diagnostics d) { throw DiagnosticError{std::move(d)}; }
+
+template <class T>
+T value_or_raise(Result<T> r) {
+  if (!r) raise(r.diagnostics());
+  return std::move(*r);
+}
 
 nb::dict to_dict(const Diagnostic& d) {
   nb::dict out;
@@ -89,7 +97,7 @@ std::optional<TensorView> view_of(const std::optional<Array>& a, const char* nam
 // argument) and kept referenced until the run returns, and the views a Plan
 // runs on.
 struct CallArrays {
-  std::optional<In> q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k;
+  std::optional<In> q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets, block_indices;
   std::optional<Out> out, lse, workspace_array;
   AttentionTensors tensors;
   Workspace workspace;
@@ -97,12 +105,14 @@ struct CallArrays {
 
 CallArrays bind_arrays(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse, nb::handle sinks,
                        nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
-                       nb::handle workspace) {
+                       nb::handle block_offsets, nb::handle block_indices, nb::handle workspace) {
   CallArrays c;
   c.q = array_of<In>(q, "q"), c.k = array_of<In>(k, "k"), c.v = array_of<In>(v, "v");
   c.sinks = array_of<In>(sinks, "sinks");
   c.cu_seqlens_q = array_of<In>(cu_seqlens_q, "cu_seqlens_q"), c.cu_seqlens_k = array_of<In>(cu_seqlens_k, "cu_seqlens_k");
   c.block_table = array_of<In>(block_table, "block_table"), c.seqlens_k = array_of<In>(seqlens_k, "cache_seqlens");
+  c.block_offsets = array_of<In>(block_offsets, "block_offsets");
+  c.block_indices = array_of<In>(block_indices, "block_indices");
   c.out = array_of<Out>(out, "out"), c.lse = array_of<Out>(lse, "lse");
   c.workspace_array = array_of<Out>(workspace, "workspace");
   AttentionTensors& t = c.tensors;
@@ -111,7 +121,9 @@ CallArrays bind_arrays(nb::handle q, nb::handle k, nb::handle v, nb::handle out,
                                    {&t.cu_seqlens_q, &c.cu_seqlens_q, "cu_seqlens_q"},
                                    {&t.cu_seqlens_k, &c.cu_seqlens_k, "cu_seqlens_k"},
                                    {&t.block_table, &c.block_table, "block_table"},
-                                   {&t.seqlens_k, &c.seqlens_k, "cache_seqlens"}})
+                                   {&t.seqlens_k, &c.seqlens_k, "cache_seqlens"},
+                                   {&t.block_offsets, &c.block_offsets, "block_offsets"},
+                                   {&t.block_indices, &c.block_indices, "block_indices"}})
     if (auto x = view_of(*array, name)) *view = *x;
   if (auto x = view_of(c.out, "out")) t.out = *x;
   if (auto x = view_of(c.lse, "lse")) t.lse = *x;
@@ -139,9 +151,9 @@ struct PyRunnable {
 
   nb::list run(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse, nb::handle sinks,
                nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
-               nb::handle workspace, std::uintptr_t stream) {
+               nb::handle block_offsets, nb::handle block_indices, nb::handle workspace, std::uintptr_t stream) {
     const CallArrays c = bind_arrays(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k,
-                                     workspace);
+                                     block_offsets, block_indices, workspace);
     Diagnostics ran;
     {
       nb::gil_scoped_release release;
@@ -197,7 +209,8 @@ int int32_arg(const char* field, std::int64_t value) {
 Problem make_problem(const std::string& layout, std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k,
                      std::int64_t heads_q, std::int64_t heads_kv, std::int64_t head_dim_qk, std::int64_t head_dim_v,
                      const std::string& dtype, bool causal, std::pair<std::int64_t, std::int64_t> window, float softcap,
-                     std::optional<float> scale, bool has_sinks, bool return_lse, std::optional<std::int64_t> page_size) {
+                     std::optional<float> scale, bool has_sinks, bool return_lse, std::optional<std::int64_t> page_size,
+                     std::optional<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> block_sparse) {
   Problem p;
   const auto l = parse_layout(layout);
   if (!l) raise(diagnose("AK1102", {{"name", "q"}, {"rank", "?"}, {"expected", "bshd, bhsd or thd"}, {"layout", layout}}));
@@ -224,6 +237,11 @@ Problem make_problem(const std::string& layout, std::int64_t batch, std::int64_t
   p.has_sinks = has_sinks;
   p.return_lse = return_lse;
   if (page_size) p.paged_kv = PagedKv{int32_arg("page_size", *page_size)};
+  if (block_sparse) {
+    const auto [block_q, block_k, lists_batch, lists_heads] = *block_sparse;
+    p.block_sparse = BlockSparse{int32_arg("block_q", block_q), int32_arg("block_k", block_k),
+                                 int32_arg("block_layout[0]", lists_batch), int32_arg("block_layout[1]", lists_heads)};
+  }
   Diagnostics why = validate_problem(p);
   if (!why.ok()) raise(why);
   return p;
@@ -246,6 +264,50 @@ PyPlan make_plan(const Problem& p, const std::string& backend, const std::string
 
 nb::object from_json(const std::string& text) { return nb::module_::import_("json").attr("loads")(text); }
 
+// The Problem the block-sparse helpers need: the list layout and the lengths.
+Problem lists_problem(std::int64_t lists_batch, std::int64_t lists_heads, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                      std::int64_t block_q, std::int64_t block_k) {
+  Problem p;
+  p.batch = int32_arg("block_layout[0]", lists_batch);
+  p.heads_q = p.heads_kv = int32_arg("block_layout[1]", lists_heads);
+  p.seqlen_q = int32_arg("seqlen_q", seqlen_q);
+  p.seqlen_k = int32_arg("seqlen_k", seqlen_k);
+  p.block_sparse = BlockSparse{int32_arg("block_q", block_q), int32_arg("block_k", block_k), p.batch, p.heads_q};
+  Diagnostics why = validate_problem(p);
+  if (!why.ok()) raise(why);
+  return p;
+}
+
+// A dense uint8 block mask (host) [lists_batch, lists_heads, q blocks, k blocks] as CSR lists.
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> sparse_from_mask(nb::handle mask, std::int64_t seqlen_q,
+                                                                                 std::int64_t seqlen_k,
+                                                                                 std::int64_t block_q,
+                                                                                 std::int64_t block_k) {
+  const auto array = array_of<In>(mask, "block_mask");
+  if (!array) raise(diagnose("AK1101", {{"name", "block_mask"}, {"reason", "got None; pass a uint8 host array"}}));
+  const TensorView m = *view_of(array, "block_mask");
+  if (m.rank != 4)
+    raise(diagnose("AK1102", {{"name", "block_mask"}, {"rank", std::to_string(m.rank)}, {"expected", "4"},
+                              {"layout", "[lists_batch, lists_heads, q blocks, k blocks]"}}));
+  const Problem p = lists_problem(m.shape[0], m.shape[1], seqlen_q, seqlen_k, block_q, block_k);
+  BlockSparseLists lists = value_or_raise(block_sparse_from_mask(p, m));
+  return {std::move(lists.offsets), std::move(lists.indices)};
+}
+
+// CSR lists (host) as the flat contents of the dense mask of sparse_from_mask.
+std::vector<std::uint8_t> sparse_dense_mask(nb::handle offsets, nb::handle indices, std::int64_t lists_batch,
+                                            std::int64_t lists_heads, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                            std::int64_t block_q, std::int64_t block_k) {
+  const Problem p = lists_problem(lists_batch, lists_heads, seqlen_q, seqlen_k, block_q, block_k);
+  const auto off = array_of<In>(offsets, "block_offsets"), idx = array_of<In>(indices, "block_indices");
+  for (auto [a, name] : {std::pair{&off, "block_offsets"}, {&idx, "block_indices"}})
+    if (!*a) raise(diagnose("AK1101", {{"name", name}, {"reason", "got None; pass an int32 host array"}}));
+  const HostTensor mask =
+      value_or_raise(block_sparse_dense_mask(p, *view_of(off, "block_offsets"), *view_of(idx, "block_indices")));
+  const auto* bytes = mask.view().ptr<const std::uint8_t>();
+  return {bytes, bytes + mask.view().numel()};
+}
+
 // A sequence-parallel plan over `comm` (attnkit.dist): collective, every rank
 // calls it with the same problem; the platform follows where the data lives.
 PyPlan make_dist_plan(const Problem& p, std::int64_t ring_arg, std::int64_t ulysses_arg, std::int64_t replicated_arg,
@@ -266,12 +328,6 @@ PyPlan make_dist_plan(const Problem& p, std::int64_t ring_arg, std::int64_t ulys
   auto plan = dist::plan_sequence_parallel(p, sp, *decision->backend, *platform);
   if (!plan) raise(plan.diagnostics());
   return PyPlan{std::move(*plan), std::string(decision->backend->name()), *platform};
-}
-
-template <class T>
-T value_or_raise(Result<T> r) {
-  if (!r) raise(r.diagnostics());
-  return std::move(*r);
 }
 
 nb::dict check_argv(const std::vector<std::string>& args) {
@@ -373,13 +429,18 @@ NB_MODULE(_attnkit, m) {
   m.def("make_problem", &make_problem, nb::arg("layout"), nb::arg("batch"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
         nb::arg("heads_q"), nb::arg("heads_kv"), nb::arg("head_dim_qk"), nb::arg("head_dim_v"), nb::arg("dtype"),
         nb::arg("causal"), nb::arg("window"), nb::arg("softcap"), nb::arg("scale").none(), nb::arg("has_sinks"),
-        nb::arg("return_lse"), nb::arg("page_size").none());
+        nb::arg("return_lse"), nb::arg("page_size").none(), nb::arg("block_sparse").none());
+  m.def("block_sparse_from_mask", &sparse_from_mask, nb::arg("mask"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
+        nb::arg("block_q"), nb::arg("block_k"));
+  m.def("block_sparse_dense_mask", &sparse_dense_mask, nb::arg("offsets"), nb::arg("indices"),
+        nb::arg("lists_batch"), nb::arg("lists_heads"), nb::arg("seqlen_q"), nb::arg("seqlen_k"), nb::arg("block_q"),
+        nb::arg("block_k"));
 
   nb::class_<PyRunnable>(m, "Runnable")
       .def("run", &PyRunnable::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
            nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
-           nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("workspace").none(),
-           nb::arg("stream"));
+           nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("block_offsets").none(),
+           nb::arg("block_indices").none(), nb::arg("workspace").none(), nb::arg("stream"));
 
   nb::class_<PyPlan, PyRunnable>(m, "Plan")
       .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })

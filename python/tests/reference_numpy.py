@@ -2,8 +2,9 @@
 import numpy as np
 
 
-def attention_ref(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None, sinks=None):
-    """q [b, sq, h, d], k/v [b, sk, hkv, d]; returns (out [b, sq, h, dv], lse [b, h, sq])."""
+def attention_ref(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None, sinks=None, mask=None):
+    """q [b, sq, h, d], k/v [b, sk, hkv, d]; mask: bool, broadcast to [b, h, sq, sk], True = visible.
+    Returns (out [b, sq, h, dv], lse [b, h, sq])."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     b, sq, h, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -24,7 +25,10 @@ def attention_ref(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=Non
         visible &= j >= diag - left
     if right >= 0:
         visible &= j <= diag + right
-    s = np.where(visible[None, None], s, -np.inf)
+    visible = visible[None, None]
+    if mask is not None:
+        visible = visible & np.asarray(mask, dtype=bool)
+    s = np.where(visible, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     if sinks is not None:
         m = np.maximum(m, np.asarray(sinks, np.float64)[None, :, None, None])
@@ -38,6 +42,12 @@ def attention_ref(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=Non
         lse = np.where(denom[..., 0] > 0, m_safe[..., 0] + np.log(np.where(denom[..., 0] > 0, denom[..., 0], 1)),
                        -np.inf)
     return out, lse
+
+
+def expand_block_mask(block_mask, block_q, block_k, sq, sk):
+    """A [lb, lh, q blocks, k blocks] block mask as the element mask [lb, lh, sq, sk] it stands for."""
+    m = np.repeat(np.repeat(np.asarray(block_mask, dtype=bool), block_q, axis=2), block_k, axis=3)
+    return m[:, :, :sq, :sk]
 
 
 def rel_l2(a, b):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import attnkit
-from reference_numpy import attention_ref, rel_l2
+from reference_numpy import attention_ref, expand_block_mask, rel_l2
 from refusals import expect_refused
 
 RNG = np.random.default_rng(0)
@@ -205,3 +205,43 @@ def test_sdpa_drop_in_refuses_what_it_would_compute_differently(kwargs, what):
 )
 def test_python_arguments_of_the_wrong_kind_are_catalogued(call, code):
     expect_refused(code, call, randn(1, 4, 2, 32))
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (2, 1), (1, 4), (2, 4)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_block_sparse_lists(layout, causal):
+    b, sq, sk, hq, hkv, bq, bk = 2, 100, 130, 4, 2, 32, 16
+    q, k, v = randn(b, sq, hq, 64), randn(b, sk, hkv, 64), randn(b, sk, hkv, 64)
+    mask = (RNG.random((*layout, -(-sq // bq), -(-sk // bk))) < 0.5).astype(np.uint8)
+    mask[0, 0, 1, :] = 0  # an empty row: output 0, LSE -inf
+    offsets, indices = attnkit.block_sparse_from_mask(mask, sq, sk, bq, bk)
+    assert offsets.dtype == np.int32 and offsets.shape == (mask.shape[0] * mask.shape[1] * mask.shape[2] + 1,)
+    assert np.array_equal(attnkit.block_sparse_dense_mask(offsets, indices, layout, sq, sk, bq, bk), mask)
+    out, lse = attnkit.attention(q, k, v, causal=causal, return_lse=True, block_offsets=offsets,
+                                 block_indices=indices, block_q=bq, block_k=bk, block_layout=layout)
+    ref, ref_lse = attention_ref(q, k, v, causal=causal, mask=expand_block_mask(mask, bq, bk, sq, sk))
+    assert rel_l2(out, ref) < 1e-5
+    assert np.all(out[:, bq:2 * bq, 0] == 0) if layout == (1, 1) else np.all(out[0, bq:2 * bq, 0] == 0)
+    finite = np.isfinite(ref_lse)
+    assert np.array_equal(np.isfinite(lse), finite)
+    assert rel_l2(lse[finite], ref_lse[finite]) < 1e-5
+    # The dense mask convenience gives the same result.
+    again = attnkit.attention(q, k, v, causal=causal, block_mask=mask, block_q=bq, block_k=bk)
+    assert np.array_equal(again, out)
+
+
+def test_block_sparse_refusals():
+    q = k = v = randn(2, 64, 2, 32)
+    offsets, indices = attnkit.block_sparse_from_mask(np.ones((1, 1, 2, 4), np.uint8), 64, 64, 32, 16)
+    indices[1] = 7  # past the last key block (4)
+    expect_refused("AK1115", lambda: attnkit.attention(q, k, v, block_offsets=offsets, block_indices=indices,
+                                                       block_q=32, block_k=16))
+    expect_refused("AK1008", lambda: attnkit.attention(q, k, v, block_mask=np.ones((1, 1, 2, 2), np.uint8),
+                                                       block_q=40, block_k=32))
+    # 2 sequences, 2 heads: lists per sequence or per head both give 5 offsets.
+    per = attnkit.block_sparse_from_mask(np.ones((2, 1, 2, 4), np.uint8), 64, 64, 32, 16)
+    expect_refused("AK1103", lambda: attnkit.attention(q, k, v, block_offsets=per[0], block_indices=per[1],
+                                                       block_q=32, block_k=16))
+    out = attnkit.attention(q, k, v, block_offsets=per[0], block_indices=per[1], block_q=32, block_k=16,
+                            block_layout=(2, 1))
+    assert rel_l2(out, attention_ref(q, k, v)[0]) < 1e-5  # every block listed: dense

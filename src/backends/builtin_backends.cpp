@@ -5,6 +5,7 @@
 #include "attnkit/backends/cuda.hpp"
 #include "attnkit/backends/cudnn.hpp"
 #include "attnkit/backends/reference.hpp"
+#include "attnkit/backends/sparse.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "backends/modelled/modelled_backends.hpp"
 
@@ -15,6 +16,7 @@ void register_builtin_backends(Registry& registry) {
   registry.add(make_cpu_flash_backend());
   register_cuda_backends(registry);
   registry.add(make_cudnn_backend());
+  register_sparse_backends(registry);
   register_modelled_backends(registry);  // last: a real kernel replaces its modelled entry
 }
 

@@ -93,6 +93,7 @@ Diagnostics check_capabilities(std::string_view name, const Capabilities& caps, 
   feature(p.return_lse, caps.lse, "returning the LSE");
   feature(p.paged_kv.has_value(), caps.paged_kv, "a paged KV cache");
   feature(p.diagonal_offsets, caps.diagonal_offsets, "diagonal offsets (a sliding window over ring-attention shards)");
+  feature(p.block_sparse.has_value(), caps.block_sparse, "block-sparse lists (Problem::block_sparse)");
   if (!caps.required_library.empty()) {
     const bool present = caps.required_library == "cudnn"  ? platform.has_cudnn
                          : caps.required_library == "nccl" ? platform.has_nccl

@@ -16,8 +16,8 @@ struct BackendsOptions {
   std::string format = "text";
 };
 
-template <class E, class Names>
-std::vector<std::string> members(const EnumSet<E>& set, std::initializer_list<E> all, Names name) {
+template <class E, class All, class Names>
+std::vector<std::string> members(const EnumSet<E>& set, const All& all, Names name) {
   std::vector<std::string> out;
   for (E e : all)
     if (set.contains(e)) out.emplace_back(name(e));
@@ -33,7 +33,7 @@ nlohmann::json describe_backend(const Backend& b) {
       {"name", b.name()},
       {"description", b.description()},
       {"built", c.built},
-      {"platforms", members(c.platforms, {PlatformKind::cpu, PlatformKind::cuda, PlatformKind::rocm, PlatformKind::xpu,
+      {"platforms", members(c.platforms, std::initializer_list<PlatformKind>{PlatformKind::cpu, PlatformKind::cuda, PlatformKind::rocm, PlatformKind::xpu,
                                           PlatformKind::musa, PlatformKind::mps, PlatformKind::npu},
                             platform_kind_name)},
       {"min_sm", c.min_sm},
@@ -41,10 +41,9 @@ nlohmann::json describe_backend(const Backend& b) {
       {"dtypes", dtypes},
       {"head_dims", c.head_dims.empty() ? nlohmann::json(fmt::format("1..{}", c.max_head_dim)) : nlohmann::json(c.head_dims)},
       {"distinct_v_head_dim", c.distinct_v_head_dim},
-      {"masks", members(c.masks, {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse,
-                                  MaskKind::custom},
-                        mask_kind_name)},
-      {"layouts", members(c.layouts, {Layout::bshd, Layout::bhsd, Layout::thd}, layout_name)},
+      {"masks", members(c.masks, kAllMaskKinds, mask_kind_name)},
+      {"block_sparse", c.block_sparse},
+      {"layouts", members(c.layouts, std::initializer_list<Layout>{Layout::bshd, Layout::bhsd, Layout::thd}, layout_name)},
       {"gqa", c.gqa},
       {"softcap", c.softcap},
       {"sinks", c.sinks},

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "attnkit/core/block_sparse.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -250,11 +252,15 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
                            {"limit", "+-" + std::to_string(kMaxSeqlen)}});
         break;
       }
-  if (p.mask == MaskKind::block_sparse) {
-    const std::int64_t nbq = (Sq + p.block_sparse.block_q - 1) / std::max(1, p.block_sparse.block_q);
-    const std::int64_t nbk = (Sk + p.block_sparse.block_k - 1) / std::max(1, p.block_sparse.block_k);
-    check_tensor(out, t.block_mask, {"block_mask", DType::u8, {B, Hq, nbq, nbk}, false}, p, rules,
-                 "a block-sparse mask needs block_mask");
+  if (p.block_sparse && p.block_sparse->block_q > 0 && p.block_sparse->block_k > 0) {
+    const char* why = "a block-sparse problem needs block_offsets and block_indices";
+    const std::int64_t rows = block_sparse_shape(p).rows;
+    // Contiguous (unit stride): kernels index the lists directly. Read only
+    // once both are int32 of the right rank and shape, in host memory.
+    const bool offsets_ok = check_tensor(out, t.block_offsets, {"block_offsets", DType::i32, {rows + 1}}, p, rules, why);
+    const bool indices_ok = check_tensor(out, t.block_indices, {"block_indices", DType::i32, {-1}}, p, rules, why);
+    if (offsets_ok && indices_ok && host_readable_index(t.block_offsets) && t.block_indices.dtype == DType::i32)
+      out.append(validate_block_sparse_lists(p, t.block_offsets, t.block_indices));
   }
   if (p.mask == MaskKind::custom)
     check_tensor(out, t.custom_mask, {"custom_mask", DType::u8, {B, Hq, Sq, Sk}, false}, p, rules,

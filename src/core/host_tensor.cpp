@@ -1,5 +1,7 @@
 #include "attnkit/core/host_tensor.hpp"
 
+#include "attnkit/core/block_sparse.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -108,11 +110,19 @@ Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemD
       max_pages = std::max(max_pages, pages);
       total_pages += pages;
     }
-  // cu_seqlens (THD) hold int32 token offsets, block tables (paged) int32 page indices.
+  // cu_seqlens (THD) hold int32 token offsets, block tables (paged) int32 page
+  // indices, block-sparse offsets int32 positions in up to rows x key blocks indices.
   const bool thd = p.layout == Layout::thd;
+  std::int64_t sparse_rows = 0, sparse_most = 0;
+  if (p.block_sparse) {
+    const BlockSparseShape shape = block_sparse_shape(p);
+    sparse_rows = shape.rows;
+    sparse_most = shape.rows * shape.num_k_blocks;
+  }
   for (auto [what, value] : {std::pair<const char*, std::int64_t>{"the packed query tokens", thd ? tq : 0},
                              {"the packed key tokens", thd && !p.paged_kv ? tk : 0},
-                             {"the pages of the KV cache", p.paged_kv ? total_pages : 0}})
+                             {"the pages of the KV cache", p.paged_kv ? total_pages : 0},
+                             {"the blocks the block-sparse lists can hold", sparse_most}})
     if (value > INT32_MAX)
       return diagnose("AK1012", {{"what", what}, {"value", std::to_string(value)}, {"limit", std::to_string(INT32_MAX)}});
   // Every buffer below, in bytes, checked before the first is allocated (the
@@ -126,9 +136,7 @@ Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemD
                        k_rows * p.heads_kv * (p.head_dim_qk + p.head_dim_v) * std::int64_t(dtype_size(kt)) +
                        (std::int64_t{p.batch} * (max_pages + 3) + p.heads_q) * 4;
   if (p.mask == MaskKind::custom) bytes += std::int64_t{p.batch} * p.heads_q * p.seqlen_q * p.seqlen_k;
-  if (p.mask == MaskKind::block_sparse)
-    bytes += std::int64_t{p.batch} * p.heads_q * (p.seqlen_q / p.block_sparse.block_q + 1) *
-             (p.seqlen_k / p.block_sparse.block_k + 1);
+  bytes += 2 * 4 * (sparse_rows + 1 + sparse_most);  // the lists, built in vectors, then copied
   why = check_host_allocation("the problem's host data", bytes);
   if (!why.ok()) return why;
   try {
@@ -182,12 +190,20 @@ void HostProblemData::fill(const ProblemDataOptions& o, std::int64_t tq, std::in
     if (!p.paged_kv) d.cu_k_ = make_cu_seqlens(d.k_lens_);
   }
   std::bernoulli_distribution keep(o.mask_density);
-  if (p.mask == MaskKind::block_sparse) {
-    const std::int64_t nbq = (std::int64_t{p.seqlen_q} + p.block_sparse.block_q - 1) / p.block_sparse.block_q;
-    const std::int64_t nbk = (std::int64_t{p.seqlen_k} + p.block_sparse.block_k - 1) / p.block_sparse.block_k;
-    d.block_mask_ = HostTensor(DType::u8, {p.batch, p.heads_q, nbq, nbk});
-    auto* m = d.block_mask_.view().ptr<std::uint8_t>();
-    for (std::int64_t i = 0; i < d.block_mask_.view().numel(); ++i) m[i] = keep(rng) ? 1 : 0;
+  if (p.block_sparse) {
+    const BlockSparseShape shape = block_sparse_shape(p);
+    std::bernoulli_distribution empty(o.empty_block_rows);
+    std::vector<std::int32_t> offsets{0}, indices;
+    for (std::int64_t r = 0; r < shape.rows; ++r) {
+      const bool none = empty(rng);
+      for (int kb = 0; kb < shape.num_k_blocks; ++kb)
+        if (!none && keep(rng)) indices.push_back(kb);
+      offsets.push_back(static_cast<std::int32_t>(indices.size()));
+    }
+    d.block_offsets_ = HostTensor(DType::i32, {static_cast<std::int64_t>(offsets.size())});
+    d.block_indices_ = HostTensor(DType::i32, {static_cast<std::int64_t>(indices.size())});
+    std::copy(offsets.begin(), offsets.end(), d.block_offsets_.view().ptr<std::int32_t>());
+    std::copy(indices.begin(), indices.end(), d.block_indices_.view().ptr<std::int32_t>());
   }
   if (p.mask == MaskKind::custom) {
     d.custom_mask_ = HostTensor(DType::u8, {p.batch, p.heads_q, p.seqlen_q, p.seqlen_k});
@@ -214,7 +230,8 @@ AttentionTensors HostProblemData::tensors_with_outputs(const TensorView& out, co
   t.cu_seqlens_k = cu_k_.view();
   t.block_table = block_table_.view();
   t.seqlens_k = seqlens_k_.view();
-  t.block_mask = block_mask_.view();
+  t.block_offsets = block_offsets_.view();
+  t.block_indices = block_indices_.view();
   t.custom_mask = custom_mask_.view();
   return t;
 }

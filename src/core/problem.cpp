@@ -26,7 +26,6 @@ std::string_view mask_kind_name(MaskKind m) {
     case MaskKind::none: return "none";
     case MaskKind::causal: return "causal";
     case MaskKind::sliding_window: return "sliding_window";
-    case MaskKind::block_sparse: return "block_sparse";
     case MaskKind::custom: return "custom";
   }
   return "?";
@@ -69,11 +68,15 @@ std::string Problem::summary() const {
   if (kv_dtype && *kv_dtype != dtype) s += fmt::format(" kv:{}", dtype_name(*kv_dtype));
   s += fmt::format(" mask:{}", mask_kind_name(mask));
   if (mask == MaskKind::sliding_window) s += fmt::format("({},{})", window.left, window.right);
+  if (block_sparse)
+    s += fmt::format(" block-sparse:{}x{}[b{},h{}]", block_sparse->block_q, block_sparse->block_k,
+                     block_sparse->batch, block_sparse->heads);
   if (softcap > 0) s += fmt::format(" softcap:{}", softcap);
   if (has_sinks) s += " sinks";
   if (return_lse) s += " lse";
   if (diagonal_offsets) s += " diagonal-offsets";
   if (paged_kv) s += fmt::format(" paged:{}", paged_kv->page_size);
+  if (video) s += fmt::format(" video:{}x{}x{}", video->frames, video->height, video->width);
   return s;
 }
 
@@ -151,9 +154,26 @@ Diagnostics validate_problem(const Problem& p) {
   if (o != DType::f32 && o != DType::f16 && o != DType::bf16 && o != DType::f64)
     out.add("AK1007", {{"role", "out"}, {"dtype", std::string(dtype_name(o))},
                        {"reason", "outputs are fp32, fp16 or bf16 (fp64 for the reference)"}});
-  if (p.mask == MaskKind::block_sparse && (p.block_sparse.block_q < 1 || p.block_sparse.block_k < 1))
-    out.add("AK1008", {{"block_q", std::to_string(p.block_sparse.block_q)},
-                       {"block_k", std::to_string(p.block_sparse.block_k)}});
+  if (p.block_sparse) {
+    const BlockSparse& bs = *p.block_sparse;
+    // Multiples of 16: the tensor-core kernels tile blocks in 16-row steps.
+    if (bs.block_q < 1 || bs.block_k < 1 || bs.block_q % 16 != 0 || bs.block_k % 16 != 0)
+      out.add("AK1008", {{"block_q", std::to_string(bs.block_q)}, {"block_k", std::to_string(bs.block_k)}});
+    if (bs.batch != 1 && bs.batch != p.batch)
+      out.add("AK1015", {{"field", "batch"}, {"value", std::to_string(bs.batch)}, {"full", "batch"},
+                         {"full_value", std::to_string(p.batch)}});
+    if (bs.heads != 1 && bs.heads != p.heads_q)
+      out.add("AK1015", {{"field", "heads"}, {"value", std::to_string(bs.heads)}, {"full", "heads_q"},
+                         {"full_value", std::to_string(p.heads_q)}});
+  }
+  if (p.video) {
+    const VideoGrid& v = *p.video;
+    if (v.frames < 1 || v.height < 1 || v.width < 1 || v.tokens() > std::min(p.seqlen_q, p.seqlen_k))
+      out.add("AK1016", {{"grid", fmt::format("{}x{}x{}", v.frames, v.height, v.width)},
+                         {"tokens", std::to_string(v.tokens())},
+                         {"seqlen_q", std::to_string(p.seqlen_q)},
+                         {"seqlen_k", std::to_string(p.seqlen_k)}});
+  }
   if (p.paged_kv) {
     if (p.paged_kv->page_size < 1) out.add("AK1009", {{"value", std::to_string(p.paged_kv->page_size)}});
     if (p.layout == Layout::bhsd)

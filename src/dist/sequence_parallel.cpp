@@ -46,9 +46,10 @@ Diagnostics check_sequence_parallel(const Problem& p, const SequenceParallel& sp
     out.add("AK5008", {{"what", std::move(what)}, {"reason", std::move(reason)}});
   };
   if (p.paged_kv) refuse("a paged KV cache", "the sequence is split across ranks; page the KV cache per rank instead");
-  if (p.mask == MaskKind::block_sparse || p.mask == MaskKind::custom)
-    refuse(std::string("a ") + std::string(mask_kind_name(p.mask)) + " mask",
-           "masks given as tensors are not split with the sequence; use causal, a sliding window or none");
+  if (p.mask == MaskKind::custom)
+    refuse("a custom mask", "masks given as tensors are not split with the sequence; use causal, a sliding window or none");
+  if (p.block_sparse)
+    refuse("block-sparse lists", "lists given as tensors are not split with the sequence; use causal, a sliding window or none");
   if (p.diagonal_offsets) refuse("diagonal offsets", "the plan sets the shards' diagonals itself");
   if (p.k_dtype() != p.dtype) refuse("a KV dtype other than q's", "q, k and v travel in one packed buffer of one dtype");
   const int text = sp.replicated_tokens;

@@ -32,7 +32,7 @@ struct DeviceProblemData::Impl {
   std::vector<TensorView*> views() {
     AttentionTensors& t = tensors;
     return {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks, &t.cu_seqlens_q, &t.cu_seqlens_k,
-            &t.block_table, &t.seqlens_k, &t.block_mask, &t.custom_mask};
+            &t.block_table, &t.seqlens_k, &t.block_offsets, &t.block_indices, &t.custom_mask};
   }
   Diagnostics ensure_workspace(std::size_t bytes) {
     if (workspace.bytes >= bytes) return {};

@@ -122,7 +122,8 @@ Diagnostics Deployment::plan_decisions() {
     auto sets = std::make_unique<detail::RoleSets>();
     const select::ComponentSpec* c = profile().find_component(d.component);
     sets->switchable = c != nullptr && c->switchable;
-    sets->by_slot.push_back(std::make_unique<detail::PlanSet>(d, *registry_->find(d.backend), selected.platform));
+    sets->by_slot.push_back(std::make_unique<detail::PlanSet>(d, *registry_->find(d.backend), selected.platform,
+                                                                 engine_.backend_config()));
     if (auto plan = sets->by_slot[0]->plan(d.problem); !plan) why.append(plan.diagnostics());
     roles_[{d.component, d.role}] = std::move(sets);
   }
@@ -255,7 +256,8 @@ Result<std::size_t> Deployment::plan_override(const std::string& backend,
     detail::RoleSets* sets = role_sets(d.component, d.role);
     detail::PlanSet* set = nullptr;
     if (fresh) {
-      fresh_sets.push_back(std::make_unique<detail::PlanSet>(d, *registry_->find(d.backend), platform()));
+      fresh_sets.push_back(std::make_unique<detail::PlanSet>(d, *registry_->find(d.backend), platform(),
+                                                                engine_.backend_config()));
       set = fresh_sets.back().get();
     } else {
       set = &sets->for_slot(slot);

@@ -22,8 +22,10 @@ struct ProblemHash {
 
 class PlanSet {
  public:
-  PlanSet(select::Decision decision, const Backend& backend, const Platform& platform)
-      : decision_(std::move(decision)), backend_(&backend), platform_(&platform) {}
+  // `config`: the deployment's --attention-backend-config, outliving the set.
+  PlanSet(select::Decision decision, const Backend& backend, const Platform& platform,
+          const select::BackendConfig& config)
+      : decision_(std::move(decision)), backend_(&backend), platform_(&platform), config_(&config) {}
 
   const select::Decision& decision() const { return decision_; }
   const Backend& backend() const { return *backend_; }
@@ -36,13 +38,16 @@ class PlanSet {
 
   // Plans `p` without caching (a request's staging); adopt() caches it once
   // every plan of the request succeeded.
-  Result<std::unique_ptr<Plan>> make(const Problem& p) const { return backend_->plan(p, *platform_); }
+  Result<std::unique_ptr<Plan>> make(const Problem& p) const {
+    return backend_->plan_configured(p, *platform_, *config_);
+  }
   void adopt(const Problem& p, std::unique_ptr<Plan> plan);
 
  private:
   select::Decision decision_;
   const Backend* backend_;
   const Platform* platform_;
+  const select::BackendConfig* config_;
   mutable std::mutex mutex_;
   std::unordered_map<Problem, std::unique_ptr<Plan>, ProblemHash> plans_;
 };

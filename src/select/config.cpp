@@ -61,6 +61,7 @@ std::string_view key_type_name(KeyType t) {
     case KeyType::choice: return "one of";
     case KeyType::backend_choice: return "backend";
     case KeyType::layer_list: return "layer list";
+    case KeyType::int_list: return "int list";
   }
   return "?";
 }
@@ -275,12 +276,23 @@ const std::vector<BackendSchema>& backend_schemas() {
     dense_layers.default_text = "\"0,1\"";
     KeySchema kv_splits = KeySchema::of("kv_splits", KeyType::integer);
     kv_splits.min = 1.0, kv_splits.also = {"auto"}, kv_splits.default_text = "auto";
-    KeySchema thresh_type = KeySchema::of("thresh_type", KeyType::string);
+    // attnkit runs Sol-Attn's diagonal-band rule only (docs/sparse.md).
+    KeySchema thresh_type = KeySchema::of("thresh_type", KeyType::choice);
+    thresh_type.choices = {"diag"};
     thresh_type.default_text = "diag";
+    // attnkit's own sliding-tile keys (docs/sparse.md): tiles and the border rule.
+    KeySchema tile_size = KeySchema::of("tile_size", KeyType::int_list);
+    tile_size.count = 3, tile_size.min = 1.0, tile_size.default_text = "6,8,8";
+    KeySchema window_border = KeySchema::of("window_border", KeyType::choice);
+    window_border.choices = {"shift", "cut"};
+    window_border.default_text = "shift";
     const KeySchema sparsity = num("sparsity", 0.0, false, 1.0, true, "0.9");
     return std::vector<BackendSchema>{
-        {"sparge_attn", {num("topk", 0.0, true, 1.0, false, "0.5")}},
-        {"sliding_tile_attn", {mask_file, sta_mode, count("skip_time_steps", "15")}},
+        // SpargeAttn's names: topk, or the cumulative-probability threshold cdfthreshd; simthreshd1 the
+        // self-similarity below which a block is attended densely.
+        {"sparge_attn", {num("topk", 0.0, true, 1.0, false, "0.5"), num("cdfthreshd", 0.0, true, 1.0, false, "(off)"),
+                         num("simthreshd1", -1.0, false, 1.0, false, "-0.1")}},
+        {"sliding_tile_attn", {mask_file, sta_mode, count("skip_time_steps", "15"), tile_size, window_border}},
         // Sol-Attn's keys as its backend reads them (defaults included).
         {"sol_attn", {dense_backend, count("dense_steps", "10"), dense_layers, num("tau", 0.0, true, std::nullopt, false, "1.0"),
                       count("sink_tokens", "0"), count("sink_start", "0"), kv_splits, thresh_type}},
@@ -301,6 +313,25 @@ const BackendSchema* find_schema(std::string_view owner) {
 
 // Layer indices are below this (models have hundreds of layers, not millions).
 constexpr int kMaxLayers = 1 << 16;
+
+namespace {
+// "6,8,8" (or "6, 8, 8") as integers; nullopt when any part is not one.
+std::optional<std::vector<std::int64_t>> parse_int_list(std::string_view text) {
+  std::vector<std::int64_t> out;
+  for (const std::string& raw : split(text, ',')) {
+    const std::string part = trim(raw);
+    try {
+      std::size_t used = 0;
+      const long long x = std::stoll(part, &used);
+      if (used != part.size()) return std::nullopt;
+      out.push_back(x);
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+}  // namespace
 
 Result<std::vector<int>> parse_layer_list(std::string_view text) {
   std::vector<int> out;
@@ -394,6 +425,21 @@ void check_value(const KeySchema& k, const ConfigValue& v, Diagnostics& out) {
       if (std::find(k.choices.begin(), k.choices.end(), name) == k.choices.end()) out_of_range();
       return;
     }
+    case KeyType::int_list: {
+      std::optional<std::vector<std::int64_t>> list;
+      if (const auto* l = std::get_if<std::vector<std::int64_t>>(&v)) list = *l;
+      else if (const auto* s = std::get_if<std::string>(&v)) list = parse_int_list(*s);
+      const std::string what = (k.count > 0 ? std::to_string(k.count) + " integers" : std::string("integers")) +
+                               " like \"6,8,8\"";
+      if (!list) {
+        wrong_type(what);
+        return;
+      }
+      bool fits = k.count == 0 || static_cast<int>(list->size()) == k.count;
+      for (std::int64_t x : *list) fits = fits && (!k.min || x >= *k.min);
+      if (!fits) out.add("AK3103", {{"key", k.key}, {"value", value}, {"range", what + (k.min ? ", each >= " + fmt::format("{}", *k.min) : "")}});
+      return;
+    }
     case KeyType::layer_list:
       if (std::holds_alternative<std::vector<std::int64_t>>(v)) {
         for (std::int64_t x : std::get<std::vector<std::int64_t>>(v))
@@ -435,6 +481,65 @@ Diagnostics validate_config(const BackendConfig& config, std::span<const Backend
     for (const KeySchema& k : s->keys)
       if (k.required && !config.count(k.key))
         out.add("AK3104", {{"key", k.key}, {"owner", s->owner}});
+  return out;
+}
+
+}  // namespace attnkit::select
+
+namespace attnkit::select {
+
+Diagnostics validate_own_config(const BackendConfig& config, const BackendSchema& schema) {
+  BackendConfig own;
+  for (const auto& [key, value] : config)
+    if (schema.find(key)) own[key] = value;
+  const BackendSchema* schemas[] = {&schema};
+  return validate_config(own, schemas, schema.owner);
+}
+
+std::optional<std::int64_t> config_int(const BackendConfig& config, std::string_view key) {
+  const auto it = config.find(std::string(key));
+  if (it == config.end()) return std::nullopt;
+  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return *i;
+  return std::nullopt;
+}
+
+std::optional<double> config_number(const BackendConfig& config, std::string_view key) {
+  const auto it = config.find(std::string(key));
+  if (it == config.end()) return std::nullopt;
+  return numeric(it->second);
+}
+
+std::optional<std::string> config_string(const BackendConfig& config, std::string_view key) {
+  const auto it = config.find(std::string(key));
+  if (it == config.end()) return std::nullopt;
+  if (const auto* s = std::get_if<std::string>(&it->second)) return *s;
+  return config_value_text(it->second);
+}
+
+std::optional<std::vector<std::int64_t>> config_int_list(const BackendConfig& config, std::string_view key) {
+  const auto it = config.find(std::string(key));
+  if (it == config.end()) return std::nullopt;
+  if (const auto* l = std::get_if<std::vector<std::int64_t>>(&it->second)) return *l;
+  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return std::vector<std::int64_t>{*i};
+  if (const auto* s = std::get_if<std::string>(&it->second)) return parse_int_list(*s);
+  return std::nullopt;
+}
+
+std::optional<std::vector<int>> config_layer_list(const BackendConfig& config, std::string_view key) {
+  const auto it = config.find(std::string(key));
+  if (it == config.end()) return std::nullopt;
+  std::vector<int> out;
+  if (const auto* l = std::get_if<std::vector<std::int64_t>>(&it->second)) {
+    for (std::int64_t x : *l) out.push_back(static_cast<int>(x));
+  } else if (const auto* i = std::get_if<std::int64_t>(&it->second)) {
+    out.push_back(static_cast<int>(*i));
+  } else if (const auto* s = std::get_if<std::string>(&it->second)) {
+    auto parsed = parse_layer_list(*s);
+    if (!parsed) return std::nullopt;
+    out = *parsed;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

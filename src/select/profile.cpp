@@ -63,6 +63,7 @@ Problem RoleSpec::problem() const {
   p.head_dim_v = head_dim_v;
   p.mask = mask;
   if (paged_kv) p.paged_kv = PagedKv{16};
+  p.video = video;
   return p;
 }
 
@@ -164,9 +165,9 @@ class Section {
 
 MaskKind parse_mask(const Section& s) {
   const std::string text = s.text("mask", "none");
-  for (MaskKind m : {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom})
+  for (MaskKind m : kAllMaskKinds)
     if (mask_kind_name(m) == text) return m;
-  s.wrong("mask", "none, causal, sliding_window, block_sparse or custom", text);
+  s.wrong("mask", "none, causal, sliding_window or custom", text);
 }
 
 KeyType parse_key_type(const Section& s) {
@@ -186,7 +187,7 @@ void check_role_shape(const Section& s, const RoleSpec& r, const std::string& co
 RoleSpec parse_role(const YAML::Node& n, const std::string& component, const std::string& source) {
   const std::string where = "a role of component '" + component + "'";
   const Section s(n, where, {"name", "layers", "heads", "kv_heads", "head_dim", "head_dim_v", "mask", "layout", "paged_kv",
-                             "cross", "sequence_parallel", "default", "seqlen", "seqlen_q", "weights_need"},
+                             "cross", "sequence_parallel", "default", "seqlen", "seqlen_q", "video", "weights_need"},
                   source);
   RoleSpec r;
   r.name = normalise_name(s.text("name"));
@@ -207,6 +208,17 @@ RoleSpec parse_role(const YAML::Node& n, const std::string& component, const std
   r.default_backend = s.text("default");
   r.seqlen = s.integer("seqlen", 4096, 1);
   r.seqlen_q = s.integer("seqlen_q", 0, 0);
+  if (s.has("video")) {
+    const YAML::Node v = s.node("video");
+    std::vector<int> dims;
+    if (v.IsSequence())
+      for (const auto& d : v) {
+        int x = 0;
+        if (d.IsScalar() && YAML::convert<int>::decode(d, x) && x > 0) dims.push_back(x);
+      }
+    if (dims.size() != 3 || v.size() != 3) s.wrong("video", "[frames, height, width] of positive integers", scalar_text(v));
+    r.video = VideoGrid{dims[0], dims[1], dims[2]};
+  }
   r.weights_need = s.features("weights_need");
   check_role_shape(s, r, component);
   return r;

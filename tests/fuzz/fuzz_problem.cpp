@@ -33,6 +33,11 @@ int size_field(FuzzedDataProvider& f, int lo, int hi) {
   return f.ConsumeBool() ? f.ConsumeIntegral<int>() : f.ConsumeIntegralInRange(lo, hi);
 }
 
+// A block size: any int half the time, else 0, 16 or 32.
+int block_field(FuzzedDataProvider& f) {
+  return f.ConsumeBool() ? f.ConsumeIntegral<int>() : 16 * f.ConsumeIntegralInRange(0, 2);
+}
+
 float scale_field(FuzzedDataProvider& f) {
   switch (f.ConsumeIntegralInRange(0, 3)) {
     case 0: return f.ConsumeFloatingPoint<float>();  // anything: NaN, inf, denormals, huge
@@ -57,10 +62,14 @@ Problem make_problem(FuzzedDataProvider& f) {
   if (f.ConsumeBool()) p.dtype = f.PickValueInArray({DType::f32, DType::f16, DType::bf16});
   if (f.ConsumeIntegralInRange(0, 7) == 0) p.kv_dtype = f.PickValueInArray(kAllDTypes);
   if (f.ConsumeIntegralInRange(0, 7) == 0) p.out_dtype_override = f.PickValueInArray(kAllDTypes);
-  p.mask = f.PickValueInArray({MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse,
-                               MaskKind::custom});
+  p.mask = f.PickValueInArray(kAllMaskKinds);
   p.window = {size_field(f, -2, 40), size_field(f, -2, 40)};
-  p.block_sparse = {size_field(f, 1, 32), size_field(f, 1, 32)};
+  // Block sparsity composes with every mask: lists shared (1) or per sequence / head.
+  if (f.ConsumeBool())
+    p.block_sparse = BlockSparse{block_field(f), block_field(f),
+                                 f.ConsumeBool() ? 1 : size_field(f, 1, 4), f.ConsumeBool() ? 1 : size_field(f, 1, 8)};
+  if (f.ConsumeIntegralInRange(0, 7) == 0)
+    p.video = VideoGrid{size_field(f, 0, 4), size_field(f, 0, 4), size_field(f, 0, 4)};
   if (f.ConsumeBool()) p.softcap = scale_field(f);
   if (f.ConsumeBool()) p.scale = scale_field(f);
   p.has_sinks = f.ConsumeBool();
@@ -86,7 +95,8 @@ struct ExactCopies {
 // another rank, broadcast inputs, any index values.
 void mutate(FuzzedDataProvider& f, AttentionTensors& t) {
   // Inputs only: both backends then see the same binding but for out's dtype.
-  TensorView* all[] = {&t.q, &t.k, &t.v, &t.sinks, &t.cu_seqlens_q, &t.cu_seqlens_k, &t.block_table, &t.seqlens_k};
+  TensorView* all[] = {&t.q,          &t.k,           &t.v,           &t.sinks,        &t.cu_seqlens_q,
+                       &t.cu_seqlens_k, &t.block_table, &t.seqlens_k, &t.block_offsets, &t.block_indices};
   const int n = f.ConsumeIntegralInRange(0, 3);
   for (int i = 0; i < n; ++i) {
     TensorView& v = *all[f.ConsumeIntegralInRange<std::size_t>(0, std::size(all) - 1)];
@@ -174,7 +184,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   AttentionTensors t = made->tensors();
   ExactCopies copies;
-  for (TensorView* index : {&t.cu_seqlens_q, &t.cu_seqlens_k, &t.block_table, &t.seqlens_k}) copies.move(*index);
+  for (TensorView* index : {&t.cu_seqlens_q, &t.cu_seqlens_k, &t.block_table, &t.seqlens_k, &t.block_offsets,
+                            &t.block_indices})
+    copies.move(*index);
   mutate(f, t);
   // The reference into an fp64 output, cpu_flash into the problem's own.
   Problem ref_p = p;

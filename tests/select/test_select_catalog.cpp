@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "attnkit/backends/registry.hpp"
+#include "attnkit/core/host_tensor.hpp"
 #include "attnkit/dist/sequence_parallel.hpp"
 
 #include "attnkit/runtime/deployment.hpp"
@@ -54,6 +55,33 @@ Diagnostics deploy(DeploymentConfig c, runtime::Request req = {}, const Registry
 }
 
 std::string sta_mask_file() { return write_temp("sta_mask.json", "{\"mask\": []}"); }
+
+// sliding_tile_attn on the CPU over the sta-video test profile (whole 2x4x4
+// tiles), with a mask strategy for steps 2.. of layer 0 and `extra` config.
+DeploymentConfig sta_video(const std::string& extra = "") {
+  const std::string mask = write_temp("sta_video_mask.json", R"({"2_0_0": [1, 1, 1], "2_0_1": [2, 2, 2]})");
+  return {.model = std::string(ATTNKIT_SOURCE_DIR) + "/tests/select/profiles/sta-video.yaml", .platform = "cpu",
+          .dtype = "fp32", .attention_backend = "sliding_tile_attn",
+          .attention_backend_config = "mask_strategy_file_path=" + mask + ",skip_time_steps=2,tile_size=2,4,4" + extra};
+}
+
+// Runs layer `layer` of transformer.self of the sta_video() deployment under
+// a request at `step` (-1: none); returns the refusal.
+Diagnostics run_sta_video(std::int64_t step, std::int64_t layer) {
+  auto d = runtime::Deployment::create(sta_video(), default_registry(), [](std::string_view) {});
+  if (!d) return d.diagnostics();
+  auto req = (*d)->prepare({.step = step});
+  if (!req) return req.diagnostics();
+  (*d)->apply(*req);
+  runtime::AttentionLayer& l = **(*d)->layer("transformer", "self", layer);
+  const Problem p = l.decision().problem;
+  auto data = HostProblemData::create(p);
+  if (!data) return data.diagnostics();
+  auto plan = l.plan(p);
+  if (!plan) return plan.diagnostics();
+  std::vector<std::byte> ws((*plan)->workspace_bytes());
+  return l.run(p, data->tensors(), ws, nullptr);
+}
 
 // Runs fn(rank's communicator) on two in-process ranks and returns rank `which`'s diagnostics.
 Diagnostics on_two_ranks(int which, const std::function<Diagnostics(dist::Communicator&)>& fn) {
@@ -136,6 +164,14 @@ const std::vector<CodeCase>& cases() {
                                                             "    roles: [{name: audio, heads: 8, head_dim: 128, seqlen: 64}]\n"),
                           .platform = "cuda:sm90", .attention_backend = "sparge_attn"}));
        }},
+      {"AK3021", "sliding_tile_attn run without the request's step", [] { return run_sta_video(-1, 0); }},
+      {"AK3108", "a mask strategy file that is not step_layer_head: [t, h, w]", [] {
+         DeploymentConfig c = sta_video();
+         c.attention_backend_config = "mask_strategy_file_path=" + sta_mask_file() + ",tile_size=2,4,4";
+         return deploy(c);
+       }},
+      {"AK3109", "a step the mask strategy does not cover", [] { return run_sta_video(7, 0); }},
+      {"AK3110", "a mask-search sta_mode", [] { return deploy(sta_video(",sta_mode=STA_tuning")); }},
       {"AK3101", "config key typo", [] {
          return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
                           .attention_backend_config = "topK=0.5"}));

@@ -59,7 +59,7 @@ TEST(SelectNames, ExplicitKernelValidatedAgainstArch) {
 }
 
 TEST(SelectNames, ModelledBackendsAreNotBuilt) {
-  for (const char* name : {"fa4", "sage_attn", "sliding_tile_attn", "sparge_attn", "video_sparse_attn",
+  for (const char* name : {"fa4", "sage_attn", "sparge_attn", "video_sparse_attn",
                            "subblock_sparse_attn", "sol_attn", "video_sparse_attn_h3", "hybrid_window_attn_h3", "flashinfer",
                            "flashinfer_cudnn", "flashinfer_sparse_mla", "triton_attn", "aiter", "xpu_flash", "fa", "sdpa"}) {
     const Backend* b = default_registry().find(name);
@@ -73,6 +73,18 @@ TEST(SelectNames, ModelledBackendsAreNotBuilt) {
   EXPECT_EQ(default_registry().find("fa3")->capabilities().min_sm, 90);
   EXPECT_EQ(default_registry().find("fa3")->capabilities().max_sm, 90);
   EXPECT_EQ(default_registry().find("cudnn")->capabilities().required_library, "cudnn");
+}
+
+// A backend is real or modelled, not both: the sparse backends with a CPU
+// path are built and plan on the CPU (their configuration decides the rest).
+TEST(SelectNames, SparseBackendsWithKernelsAreBuilt) {
+  for (const char* name : {"sliding_tile_attn"}) {
+    const Backend* b = default_registry().find(name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_TRUE(b->capabilities().built) << name;
+    EXPECT_TRUE(b->capabilities().sparse) << name;
+    EXPECT_TRUE(b->capabilities().platforms.contains(PlatformKind::cpu)) << name;
+  }
 }
 
 TEST(SelectLevels, PriorityOrder) {

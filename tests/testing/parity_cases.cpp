@@ -117,12 +117,42 @@ std::vector<ParityCase> parity_cases() {
     q.head_dim_v = 128;
     add("dqk192_dv128", q);
   }
-  // Block-sparse and custom masks.
+  // Block-sparse lists with empty rows: shared and per sequence / head, GQA,
+  // composed with causal and windows, varlen with an empty sequence, query
+  // blocks below, across and above the CPU's 64-row tile, sq and sk not
+  // multiples of the block sizes.
   {
+    ProblemDataOptions o;
+    o.mask_density = 0.5;
+    o.empty_block_rows = 0.15;
     Problem p = base(150, 200, 2, 1, 64, DType::f32);
-    p.mask = MaskKind::block_sparse;
-    p.block_sparse = {32, 64};
-    add("block_sparse", p);
+    p.block_sparse = BlockSparse{32, 64, 1, 1};
+    p.return_lse = true;
+    add("block_sparse", p, o);
+    p.block_sparse = BlockSparse{32, 64, 2, 2};
+    add("block_sparse_per_head", p, o);
+    Problem g = base(200, 260, 8, 2, 64, DType::bf16);
+    g.mask = MaskKind::causal;
+    g.block_sparse = BlockSparse{128, 64, 1, 8};
+    add("block_sparse_gqa_causal_bf16", g, o);
+    Problem w = base(180, 180, 4, 4, 64, DType::f16);
+    w.mask = MaskKind::sliding_window;
+    w.window = {40, 10};
+    w.block_sparse = BlockSparse{48, 16, 2, 1};
+    add("block_sparse_window_fp16", w, o);
+    Problem v = base(100, 120, 4, 2, 64, DType::f32);
+    v.layout = Layout::thd;
+    v.batch = 4;
+    v.mask = MaskKind::causal;
+    v.return_lse = true;
+    v.block_sparse = BlockSparse{16, 32, 4, 4};
+    ProblemDataOptions vo = o;
+    vo.q_lens = {37, 0, 100, 64};
+    vo.k_lens = {50, 0, 120, 64};
+    add("block_sparse_varlen_causal", v, vo);
+  }
+  // A custom mask.
+  {
     Problem q = base(40, 50, 2, 1, 32, DType::f32);
     q.mask = MaskKind::custom;
     q.return_lse = true;

@@ -36,7 +36,8 @@ void add_case(std::vector<ParityCase>& list, std::string name, const Problem& p,
 
 // Tile-unfriendly lengths (1, 17, 127, 1000), head dims 32..256, GQA ratios
 // 1..8, causal with sq != sk, windows, softcap, sinks + LSE, varlen with an
-// empty sequence, BHSD, distinct v head dim, block-sparse, custom and paged.
+// empty sequence, BHSD, distinct v head dim, block-sparse lists (shared, per
+// head, composed with causal / window, varlen), custom and paged.
 std::vector<ParityCase> parity_cases();
 
 }  // namespace attnkit::testing

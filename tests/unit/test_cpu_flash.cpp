@@ -69,7 +69,8 @@ TEST_P(CpuFlashEachIsa, ParityCasesMatchReference) {
       "s127_fp32_causal", "s127_bf16",       "s17_fp16_causal",  "d72_bf16",      "d80_fp32",
       "d192_bf16",        "gqa7",            "causal_q127_k17_bf16", "window_33_1_fp32", "window_0_9_bf16", "window_1_1_bf16",
       "softcap_sinks_lse_bf16", "lse_empty_rows", "varlen_causal_bf16", "dqk192_dv128", "block_sparse",
-      "custom_mask"};
+      "block_sparse_per_head", "block_sparse_gqa_causal_bf16", "block_sparse_window_fp16",
+      "block_sparse_varlen_causal", "custom_mask"};
   int ran = 0;
   for (const ParityCase& c : parity_cases()) {
     if (std::find(wanted.begin(), wanted.end(), c.name) == wanted.end()) continue;

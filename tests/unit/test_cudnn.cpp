@@ -96,8 +96,9 @@ TEST(CudnnCheck, RefusalsAreCodedReasons) {
   p = make_test_problem(128, 128, 4, 4, 64, DType::bf16);
   p.softcap = 30.0f;
   EXPECT_TRUE(check(p).has_code("AK2109"));
-  p = make_test_problem(128, 128, 4, 4, 64, DType::bf16, MaskKind::block_sparse);
-  EXPECT_TRUE(check(p).has_code("AK2107"));
+  p = make_test_problem(128, 128, 4, 4, 64, DType::bf16);
+  p.block_sparse = BlockSparse{64, 64};
+  EXPECT_TRUE(check(p).has_code("AK2109"));
   p = make_test_problem(128, 128, 4, 4, 64, DType::bf16);
   p.kv_dtype = DType::f16;
   EXPECT_TRUE(check(p).has_code("AK2104"));

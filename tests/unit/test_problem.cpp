@@ -55,7 +55,10 @@ TEST(Problem, EachInvalidFieldHasItsCode) {
       {"AK1006", [](Problem& p) { p.k_descale = INFINITY; }},
       {"AK1007", [](Problem& p) { p.dtype = DType::i32; }},
       {"AK1007", [](Problem& p) { p.out_dtype_override = DType::i8; }},
-      {"AK1008", [](Problem& p) { p.mask = MaskKind::block_sparse; p.block_sparse = {0, 64}; }},
+      {"AK1008", [](Problem& p) { p.block_sparse = BlockSparse{0, 64}; }},
+      {"AK1008", [](Problem& p) { p.block_sparse = BlockSparse{100, 64}; }},  // not a multiple of 16
+      {"AK1015", [](Problem& p) { p.block_sparse = BlockSparse{64, 64, 1, 3}; }},  // heads: 1 or heads_q
+      {"AK1015", [](Problem& p) { p.block_sparse = BlockSparse{64, 64, 5, 1}; }},  // batch: 1 or batch
       {"AK1009", [](Problem& p) { p.paged_kv = PagedKv{0}; }},
       {"AK1010", [](Problem& p) { p.layout = Layout::bhsd; p.paged_kv = PagedKv{16}; }},
   };

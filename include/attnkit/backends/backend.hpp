@@ -16,6 +16,7 @@
 #include "attnkit/core/diagnostic.hpp"
 #include "attnkit/core/problem.hpp"
 #include "attnkit/platform/platform.hpp"
+#include "attnkit/select/config.hpp"
 
 namespace attnkit {
 
@@ -24,12 +25,27 @@ using Workspace = std::span<std::byte>;
 // A cudaStream_t for CUDA plans (nullptr: the default stream); ignored on CPU.
 using StreamHandle = void*;
 
-// Request-scoped skip-softmax (design 2.2 and 3): from denoising step
-// `start_step` on, skip P.V for KV blocks whose max logit falls below the
-// running max by threshold_scale_factor / context_length.
+// Request-scoped skip-softmax (design 2.2 and 3; exact rule in docs/sparse.md):
+// from denoising step `start_step` on, a query row skips a key block (its
+// exponentials, its P.V, its V load) when the block's largest logit is below
+// the row's running maximum by more than -ln(threshold), threshold =
+// threshold_scale_factor / (keys of the sequence). Blocks are aligned runs of
+// `block_k` keys from key 0: kernels given the same block_k agree.
 struct SkipSoftmaxParams {
   double threshold_scale_factor = 0.0;
   std::int64_t start_step = 0;
+  int block_k = 128;  // the decision's key granularity (the sm_90 kernel's tile)
+};
+
+// What a sparse or skipping backend left out of a call, for CallContext::stats.
+// Units are the method's: (query block, key block) pairs for block-sparse
+// backends, (query row, key block) pairs for skip-softmax.
+struct SparsityStats {
+  std::int64_t blocks = 0;          // pairs the method decided on
+  std::int64_t blocks_skipped = 0;  // of which it skipped
+  bool dense = false;               // the call ran the dense kernel (a dense step or layer, a fallback)
+  std::string dense_reason;         // why, when `dense`
+  double skipped_fraction() const { return blocks > 0 ? static_cast<double>(blocks_skipped) / blocks : 0.0; }
 };
 
 // Where a call runs inside a model: what step- and layer-dependent backends
@@ -38,6 +54,7 @@ struct CallContext {
   std::int64_t step = -1;         // the request's denoising step; -1: none given
   std::int64_t layer_index = -1;  // the layer's index in its component and role; -1: a one-off call
   std::optional<SkipSoftmaxParams> skip_softmax;  // set while a request asks for it
+  SparsityStats* stats = nullptr;  // non-null: the backend adds what it skipped (not thread-safe across calls)
 };
 
 class Plan {
@@ -76,6 +93,14 @@ class Backend {
   virtual Diagnostics check(const Problem& p, const Platform& platform) const;
   // check() plus tile/workspace decisions. Fails with the same diagnostics.
   virtual Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const = 0;
+  // plan() under a deployment's --attention-backend-config (design 3), whose
+  // keys the selection has validated against the selected backends' schemas;
+  // a backend reads its own keys. Backends without configuration ignore it.
+  virtual Result<std::unique_ptr<Plan>> plan_configured(const Problem& p, const Platform& platform,
+                                                        const select::BackendConfig& config) const {
+    (void)config;
+    return plan(p, platform);
+  }
 };
 
 }  // namespace attnkit

@@ -30,6 +30,7 @@ struct Capabilities {
   bool lse = true;  // returns the LSE: what makes a backend ring-capable (ring_capable())
   bool paged_kv = false;
   bool diagonal_offsets = false;  // Problem::diagonal_offsets (sliding windows of ring shards)
+  bool block_sparse = false;      // Problem::block_sparse: CSR lists of key blocks per query block
   bool sparse = false;
   // A sparse backend runs problems shorter than this many queries, or with
   // seqlen_q != seqlen_k, as dense attention inside (0: no such limit).

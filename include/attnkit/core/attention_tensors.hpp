@@ -18,7 +18,8 @@ struct AttentionTensors {
   TensorView cu_seqlens_q, cu_seqlens_k;  // int32 [batch + 1], THD only
   TensorView block_table;                 // int32 [batch, max_pages], paged only
   TensorView seqlens_k;                   // int32 [batch], paged only
-  TensorView block_mask;                  // uint8, block_sparse only
+  TensorView block_offsets;               // int32 [rows + 1], contiguous; Problem::block_sparse only (core/block_sparse.hpp)
+  TensorView block_indices;               // int32 [nnz], contiguous; Problem::block_sparse only
   TensorView custom_mask;                 // uint8 [batch, heads_q, seqlen_q, seqlen_k], custom only
   TensorView diagonal_offsets;            // int32 [batch], host, Problem::diagonal_offsets only
 };
@@ -28,7 +29,8 @@ struct AttentionTensors {
 // that do not overlap themselves, and (host-resident index tensors, read only
 // once their dtype and shape are right) cu_seqlens monotonic, within the
 // packed length and no sequence longer than seqlen_q / seqlen_k; block tables
-// naming existing pages, seqlens_k within the table and seqlen_k.
+// naming existing pages, seqlens_k within the table and seqlen_k; block-sparse
+// lists well formed.
 struct BindingRules {
   DeviceKind device = DeviceKind::cpu;
   int alignment_bytes = 0;      // every tensor's base and strides; 0: no requirement

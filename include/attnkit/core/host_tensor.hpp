@@ -31,12 +31,14 @@ struct ProblemDataOptions {
   // sequence has seqlen_q / seqlen_k tokens.
   std::vector<int> q_lens;
   std::vector<int> k_lens;
-  double mask_density = 0.6;  // fraction of kept blocks / elements for block-sparse / custom masks
+  double mask_density = 0.6;  // fraction of kept blocks / elements for block-sparse lists / custom masks
+  double empty_block_rows = 0.0;  // block-sparse: fraction of query blocks whose list is empty
 };
 
-// Random inputs (standard normal q, k, v and sinks, random masks, a shuffled
-// paged block table) and poisoned outputs for a Problem. Refuses (AK1013) a
-// problem whose buffers do not fit in this machine's available memory.
+// Random inputs (standard normal q, k, v and sinks, random masks and
+// block-sparse lists, a shuffled paged block table) and poisoned outputs for a
+// Problem. Refuses (AK1013) a problem whose buffers do not fit in this
+// machine's available memory.
 class HostProblemData {
  public:
   static Result<HostProblemData> create(const Problem& p, const ProblemDataOptions& options = {});
@@ -59,7 +61,8 @@ class HostProblemData {
             std::int64_t total_pages);
   Problem problem_;
   std::vector<int> q_lens_, k_lens_;
-  HostTensor q_, k_, v_, out_, lse_, sinks_, cu_q_, cu_k_, block_table_, seqlens_k_, block_mask_, custom_mask_;
+  HostTensor q_, k_, v_, out_, lse_, sinks_, cu_q_, cu_k_, block_table_, seqlens_k_, block_offsets_, block_indices_,
+      custom_mask_;
 };
 
 }  // namespace attnkit

@@ -25,7 +25,9 @@ std::optional<Layout> parse_layout(std::string_view s);
 // Causal is bottom-right aligned: with sq queries over sk keys, query i sees
 // keys j <= i + (sk - sq). A sliding window (left, right) around that diagonal
 // sees j in [i + off - left, i + off + right]; -1 means unbounded on that side.
-enum class MaskKind : std::uint8_t { none, causal, sliding_window, block_sparse, custom };
+// Block sparsity is not a MaskKind: it composes with every kind (see BlockSparse).
+enum class MaskKind : std::uint8_t { none, causal, sliding_window, custom };
+inline constexpr MaskKind kAllMaskKinds[] = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::custom};
 std::string_view mask_kind_name(MaskKind m);
 
 struct Window {
@@ -34,12 +36,35 @@ struct Window {
   friend bool operator==(const Window&, const Window&) = default;
 };
 
-// Block-sparse: a uint8 mask [batch, heads_q, ceil(sq/block_q), ceil(sk/block_k)]
-// (broadcast strides allowed); a 0 block is skipped entirely.
+// Block sparsity: per query block, the list of key blocks it attends to, in
+// CSR form (AttentionTensors::block_offsets / block_indices; index math and
+// the contract in core/block_sparse.hpp). A listed block is visible as a
+// whole except that the Problem's mask (causal, sliding window, custom)
+// still applies inside it; an unlisted block is never read. A query row that
+// sees no key (an empty list, or listed blocks all masked) outputs 0 and LSE
+// -inf, as any fully masked row.
+//   query block qb covers queries [qb * block_q, (qb + 1) * block_q) of its sequence,
+//   key block kb covers keys      [kb * block_k, (kb + 1) * block_k) of its sequence.
+// `batch` and `heads` say how many distinct lists the layout holds in those
+// dimensions: 1 (one list shared by every sequence / every head) or
+// Problem::batch / Problem::heads_q (one per sequence / per query head).
 struct BlockSparse {
-  int block_q = 64;
-  int block_k = 64;
+  int block_q = 128;  // > 0, a multiple of 16
+  int block_k = 128;  // > 0, a multiple of 16
+  int batch = 1;      // 1 or Problem::batch
+  int heads = 1;      // 1 or Problem::heads_q
   friend bool operator==(const BlockSparse&, const BlockSparse&) = default;
+};
+
+// The token layout of a video DiT call, what sparse video backends read
+// (dense backends ignore it): the first frames * height * width tokens of
+// every sequence are the latent grid in raster order (frame slowest, width
+// fastest, core/video_tiles.hpp); the tokens after them are text tokens of
+// joint attention.
+struct VideoGrid {
+  int frames = 0, height = 0, width = 0;
+  std::int64_t tokens() const { return static_cast<std::int64_t>(frames) * height * width; }
+  friend bool operator==(const VideoGrid&, const VideoGrid&) = default;
 };
 
 // Paged KV cache: K/V are [num_pages, page_size, heads_kv, dim]; sequence b's
@@ -74,7 +99,7 @@ struct Problem {
   std::optional<DType> out_dtype_override;  // default: dtype (bf16 for fp8/int8 inputs)
   MaskKind mask = MaskKind::none;
   Window window{};               // used when mask == sliding_window
-  BlockSparse block_sparse{};    // used when mask == block_sparse
+  std::optional<BlockSparse> block_sparse;  // set: only the listed key blocks are attended (with `mask` inside them)
   float softcap = 0.0f;          // > 0: s <- softcap * tanh(s / softcap)
   std::optional<float> scale;    // default 1 / sqrt(head_dim_qk)
   bool has_sinks = false;        // per-head sink logit [heads_q] (fp32), joins the denominator
@@ -84,6 +109,7 @@ struct Problem {
   // host) instead of the bottom-right diagonal i + (sk - sq).
   bool diagonal_offsets = false;
   std::optional<PagedKv> paged_kv;
+  std::optional<VideoGrid> video;  // video latents first in each sequence (sparse video backends)
   // fp8 inputs are stored scaled; the math uses x * descale.
   float q_descale = 1.0f, k_descale = 1.0f, v_descale = 1.0f;
 
@@ -99,6 +125,8 @@ struct Problem {
   Window effective_window() const;
   // Multiply-adds of the two matmuls, 2 FLOP each, over the visible (i, j) pairs
   // of the longest-sequence shape: 2*b*h*sq*sk*(dqk+dv) halved for causal.
+  // Block sparsity is not counted (the lists are data): block_sparse_flops()
+  // in core/block_sparse.hpp counts the listed blocks only.
   double flops() const;
   std::string summary() const;  // one line, for logs
   // Field by field: two calls with equal Problems can share one Plan.

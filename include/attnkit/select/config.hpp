@@ -41,7 +41,8 @@ Result<ParsedConfig> parse_backend_config(std::string_view text);
 
 // backend_choice: one of `choices` as a backend name, aliases and flash
 // kernels included (fa3, FA, flash_attn -> fa; sage -> sage_attn).
-enum class KeyType { boolean, integer, number, string, path, choice, backend_choice, layer_list };
+// int_list: `count` integers >= min, as a list or "a,b,c" text (tile_size=6,8,8).
+enum class KeyType { boolean, integer, number, string, path, choice, backend_choice, layer_list, int_list };
 std::string_view key_type_name(KeyType t);
 
 struct KeySchema {
@@ -52,6 +53,7 @@ struct KeySchema {
   bool min_exclusive = false, max_exclusive = false;
   std::vector<std::string> choices;  // KeyType::choice, backend_choice
   std::vector<std::string> also;     // numeric keys: names accepted besides numbers ("auto")
+  int count = 0;                     // int_list: exact length (0: any)
   std::string default_text;          // documentation only
   std::string range_text() const;    // "(0, 1]", ">= 0", "fa | sage_attn"
   static KeySchema of(std::string key, KeyType type) {
@@ -81,5 +83,17 @@ Diagnostics validate_config(const BackendConfig& config, std::span<const Backend
 
 // "0,1" and ranges "0-3" -> sorted, unique layer indices.
 Result<std::vector<int>> parse_layer_list(std::string_view text);
+
+// What a backend reads of a deployment's config: only its own schema's keys
+// (the others belong to other selected backends), checked as validate_config
+// does, required keys included.
+Diagnostics validate_own_config(const BackendConfig& config, const BackendSchema& schema);
+// Typed reads of validated keys; nullopt when the key is absent. An int is a
+// valid number; an int list may be written "a,b,c"; a layer list as "0-3,7".
+std::optional<std::int64_t> config_int(const BackendConfig& config, std::string_view key);
+std::optional<double> config_number(const BackendConfig& config, std::string_view key);
+std::optional<std::string> config_string(const BackendConfig& config, std::string_view key);
+std::optional<std::vector<std::int64_t>> config_int_list(const BackendConfig& config, std::string_view key);
+std::optional<std::vector<int>> config_layer_list(const BackendConfig& config, std::string_view key);
 
 }  // namespace attnkit::select

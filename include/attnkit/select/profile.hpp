@@ -39,6 +39,7 @@ struct RoleSpec {
   std::string default_backend;     // declared default of this role ("" none)
   int seqlen = 4096;               // keys (and queries unless seqlen_q is set)
   int seqlen_q = 0;                // 0: seqlen (a decode step has 1 query)
+  std::optional<VideoGrid> video;  // the latent grid of a video self-attention call (sparse video backends)
   // Checkpoint features these layers' weights carry that a backend must use:
   // one that ignores them computes another model (VDN-H3's linear branch).
   std::vector<std::string> weights_need;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/host_memory.hpp"
 #include "backends/cpu_flash/flash_dispatch.hpp"
 
@@ -55,7 +56,8 @@ Capabilities cpu_flash_capabilities() {
   c.platforms = {PlatformKind::cpu};
   c.dtypes = {DType::f32, DType::f16, DType::bf16};
   c.max_head_dim = 512;
-  c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
+  c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::custom};
+  c.block_sparse = true;  // listed KV tiles only: unlisted ones are never read
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.paged_kv = true;  // gathered per (sequence, kv head) into the thread's workspace
   c.diagonal_offsets = true;
@@ -312,13 +314,18 @@ class CpuFlashPlan final : public Plan {
       h.lse_stride = p.layout == Layout::thd ? s[1] : s[2];
     }
     if (p.has_sinks) h.sink = t.sinks.ptr<const float>()[hq * t.sinks.strides[0]];
-    const TensorView* mask = p.mask == MaskKind::custom ? &t.custom_mask
-                             : p.mask == MaskKind::block_sparse ? &t.block_mask
-                                                                : nullptr;
-    if (mask != nullptr) {
-      h.mask = mask->ptr<const std::uint8_t>() + b * mask->strides[0] + hq * mask->strides[1];
-      h.mask_si = mask->strides[2];
-      h.mask_sj = mask->strides[3];
+    if (p.mask == MaskKind::custom) {
+      const TensorView& mask = t.custom_mask;
+      h.mask = mask.ptr<const std::uint8_t>() + b * mask.strides[0] + hq * mask.strides[1];
+      h.mask_si = mask.strides[2];
+      h.mask_sj = mask.strides[3];
+    }
+    if (p.block_sparse) {
+      const BlockSparse& bs = *p.block_sparse;
+      const int nqb = num_blocks(p.seqlen_q, bs.block_q);
+      h.block_offsets = t.block_offsets.ptr<const std::int32_t>() + block_sparse_row(bs.batch, bs.heads, nqb, b, hq, 0);
+      h.block_indices = t.block_indices.ptr<const std::int32_t>();
+      h.block_nnz = t.block_indices.numel();
     }
     h.sq = span.q_len;
     h.sk = span.k_len;
@@ -384,11 +391,11 @@ class CpuFlashBackend final : public Backend {
     const Window w = p.effective_window();
     a.window_left = w.left;
     a.window_right = w.right;
-    a.extra = p.mask == MaskKind::custom         ? kc::ExtraMask::element
-              : p.mask == MaskKind::block_sparse ? kc::ExtraMask::block
-                                                 : kc::ExtraMask::none;
-    a.block_q = std::max(1, p.block_sparse.block_q);
-    a.block_k = std::max(1, p.block_sparse.block_k);
+    a.extra = p.mask == MaskKind::custom ? kc::ExtraMask::element : kc::ExtraMask::none;
+    if (p.block_sparse) {
+      a.block_q = p.block_sparse->block_q;
+      a.block_k = p.block_sparse->block_k;
+    }
     a.has_sinks = p.has_sinks;
     const bool want_dot = options_.isa == CpuIsa::avx512_bf16 ||
                           (options_.isa == CpuIsa::best && cpu_flash_best_isa() == CpuIsa::avx512_bf16);

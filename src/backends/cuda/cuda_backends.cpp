@@ -239,7 +239,8 @@ Capabilities cuda_sdpa_capabilities() {
   c.min_sm = kSdpaMinSm;
   c.max_head_dim = 256;
   c.distinct_v_head_dim = true;
-  c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
+  c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::custom};
+  c.block_sparse = true;
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.gqa = c.softcap = c.sinks = c.lse = true;
   c.paged_kv = true;

@@ -15,7 +15,7 @@ constexpr DTypeSet kHalf{DType::f16, DType::bf16};
 constexpr DTypeSet kHalfFp8{DType::f16, DType::bf16, DType::f8e4m3};
 constexpr DTypeSet kHalfF32{DType::f16, DType::bf16, DType::f32};
 const EnumSet<MK> kDenseMasks{MK::none, MK::causal, MK::sliding_window};
-const EnumSet<MK> kAllMasks{MK::none, MK::causal, MK::sliding_window, MK::block_sparse, MK::custom};
+const EnumSet<MK> kAllMasks{MK::none, MK::causal, MK::sliding_window, MK::custom};
 const EnumSet<Layout> kAllLayouts{Layout::bshd, Layout::bhsd, Layout::thd};
 const EnumSet<Layout> kPadded{Layout::bshd, Layout::bhsd};
 
@@ -115,7 +115,7 @@ std::vector<Row> modelled_table() {
                     c.paged_kv = true;
                     c.sinks = false;
                   })});
-  // ---- quantized / sparse DiT backends
+  // ---- quantized / sparse DiT backends (sliding_tile_attn is real: src/backends/sparse)
   rows.push_back({"sage_attn", "SageAttention: int8 QK with K smoothing, fp16/fp8 PV",
                   with(cuda_caps(80, 0, kHalf, {64, 96, 128}), [](Capabilities& c) {
                     c.platforms = {PK::cuda, PK::musa};
@@ -123,8 +123,6 @@ std::vector<Row> modelled_table() {
                     c.softcap = c.sinks = false;
                     c.distinct_v_head_dim = false;
                   })});
-  rows.push_back({"sliding_tile_attn", "3D sliding tile attention over video latents (tile-ordered tokens)",
-                  sparse_caps({32, 64, 96, 128, 160, 192, 224, 256})});
   // SpargeAttn's kernel is square self-attention of at least one 128-token
   // block, without grouped-query heads; shorter calls run dense SDPA.
   rows.push_back({"sparge_attn", "SpargeAttn: top-k KV blocks from pooled q/k similarity",
@@ -159,7 +157,8 @@ std::vector<Row> modelled_table() {
                   with(cuda_caps(120, 121, {DType::bf16}, {128, 192}), [](Capabilities& c) {
                     c.kv_dtypes = {DType::f16, DType::bf16, DType::f32, DType::f8e4m3, DType::f8e5m2};  // sparse_mla_rules: fp8_e4m3, with the whole rule
                     c.paged_kv = true;
-                    c.masks = {MK::causal, MK::block_sparse};
+                    c.masks = {MK::causal};
+                    c.block_sparse = true;
                     c.requires_weights = {"sparse_mla"};
                   }),
                   sparse_mla_rules});

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnkit/backends/reference.hpp"
+#include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/host_memory.hpp"
 #include "attnkit/core/mask.hpp"
 
@@ -43,14 +44,19 @@ std::vector<double> load_rows(const TensorView& tv, const KvRowIndex& idx, int r
   return out;
 }
 
-// True when an extra mask (block-sparse / custom) hides key j from query i.
+// Which key blocks query block qb of (b, h) lists: listed[kb] != 0.
+void listed_key_blocks(const Problem& p, const AttentionTensors& t, int b, int h, int qb, std::vector<char>& listed) {
+  const BlockSparse& bs = *p.block_sparse;
+  const BlockSparseShape shape = block_sparse_shape(p);
+  listed.assign(static_cast<std::size_t>(shape.num_k_blocks), 0);
+  const std::int64_t row = block_sparse_row(bs.batch, bs.heads, shape.num_q_blocks, b, h, qb);
+  const auto* idx = t.block_indices.ptr<const std::int32_t>();
+  const BlockListRange range = block_list_range(t.block_offsets.ptr<const std::int32_t>(), row, t.block_indices.numel());
+  for (std::int64_t e = range.begin; e < range.end; ++e) listed[static_cast<std::size_t>(idx[e])] = 1;
+}
+
+// True when a custom mask hides key j from query i.
 bool hidden_by_mask(const Problem& p, const AttentionTensors& t, int b, int h, int i, int j) {
-  if (p.mask == MaskKind::block_sparse) {
-    const TensorView& m = t.block_mask;
-    const std::int64_t off = b * m.strides[0] + h * m.strides[1] + (i / p.block_sparse.block_q) * m.strides[2] +
-                             (j / p.block_sparse.block_k) * m.strides[3];
-    return m.ptr<const std::uint8_t>()[off] == 0;
-  }
   if (p.mask == MaskKind::custom) {
     const TensorView& m = t.custom_mask;
     const std::int64_t off = b * m.strides[0] + h * m.strides[1] + i * m.strides[2] + j * m.strides[3];
@@ -75,14 +81,17 @@ void compute_head(const Problem& p, const AttentionTensors& t, int b, int hq) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
   std::vector<double> q(dqk), s(span.k_len), acc(dv);
+  std::vector<char> listed;  // block-sparse: the key blocks of the current query block
   for (int i = 0; i < span.q_len; ++i) {
+    if (p.block_sparse && i % p.block_sparse->block_q == 0) listed_key_blocks(p, t, b, hq, i / p.block_sparse->block_q, listed);
     for (int d = 0; d < dqk; ++d)
       q[d] = load_as_double(t.q.data, t.q.dtype, q_rows.offset + i * q_rows.row_stride + d) * p.q_descale;
     const KeyRange range = visible_keys_on_diagonal(i, span.diagonal, span.k_len, w.left, w.right);
     // s_j = softcap(scale * q.k_j), -inf where masked; m = max(sink, max_j s_j)
     double m = has_sink ? sink : kNegInf;
     for (int j = 0; j < span.k_len; ++j) {
-      if (j < range.lo || j >= range.hi || hidden_by_mask(p, t, b, hq, i, j)) {
+      const bool unlisted = p.block_sparse && !listed[static_cast<std::size_t>(j / p.block_sparse->block_k)];
+      if (j < range.lo || j >= range.hi || unlisted || hidden_by_mask(p, t, b, hq, i, j)) {
         s[j] = kNegInf;
         continue;
       }
@@ -123,7 +132,8 @@ Capabilities reference_capabilities() {
   c.platforms = {PlatformKind::cpu};
   c.dtypes = {DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2, DType::i8};
   c.max_head_dim = 512;
-  c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::block_sparse, MaskKind::custom};
+  c.masks = {MaskKind::none, MaskKind::causal, MaskKind::sliding_window, MaskKind::custom};
+  c.block_sparse = true;
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.paged_kv = true;
   c.diagonal_offsets = true;

@@ -11,7 +11,8 @@
 //   O^T[c][i] = alpha[i] O^T[c][i] + sum_j V[j][c] P^T[j][i]
 // and at the end O = O^T / l, LSE = ln2 * (m + log2 l), sinks joining l.
 // KV tiles that no query of the tile can see are never visited (causal: about
-// half of them); tiles every query sees entirely skip the mask.
+// half of them); tiles every query sees entirely skip the mask. Block-sparse
+// heads visit only the key blocks their query blocks list.
 
 #if defined(ATTNKIT_KERNELS_CPU_FLASH_FWD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNKIT_KERNELS_CPU_FLASH_FWD_INL_H_
@@ -27,6 +28,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/dtype.hpp"
 #include "attnkit/core/mask.hpp"
 #include "hwy/contrib/math/math-inl.h"
@@ -230,6 +232,61 @@ std::uint32_t MaxMagnitudeBits(const void* p, Elem e, std::int64_t n) {
   return r;
 }
 
+// The key blocks a block-sparse q tile visits: the union of the lists of the
+// query blocks it overlaps (at most kMaxBlocks, block_q >= 16), in ascending
+// order, as runs of consecutive key blocks listed by the same query blocks
+// (bit r of a run's mask: query block first + r lists it).
+class ListedKeyBlocks {
+ public:
+  static constexpr int kMaxBlocks = FlashTraits::kBlockQ / 16 + 1;
+
+  ListedKeyBlocks(const FlashArgs& a, const HeadSlice& h, int q0, int nq)
+      : first_(q0 / a.block_q), count_((q0 + nq - 1) / a.block_q - q0 / a.block_q + 1) {
+    for (int r = 0; r < count_; ++r) {
+      const BlockListRange range = block_list_range(h.block_offsets, first_ + r, h.block_nnz);
+      at_[r] = h.block_indices + range.begin;
+      end_[r] = h.block_indices + range.end;
+    }
+  }
+  // The next run [lo, hi) of key blocks listed by the query blocks in `mask`.
+  bool next(std::int64_t& lo, std::int64_t& hi, unsigned& mask) {
+    std::int32_t kb;
+    if (!peek(kb, mask)) return false;
+    pop(mask);
+    lo = kb;
+    hi = static_cast<std::int64_t>(kb) + 1;
+    unsigned m;
+    while (peek(kb, m) && kb == hi && m == mask) {
+      pop(m);
+      ++hi;
+    }
+    return true;
+  }
+
+ private:
+  bool peek(std::int32_t& kb, unsigned& mask) const {
+    kb = std::numeric_limits<std::int32_t>::max();
+    bool any = false;
+    for (int r = 0; r < count_; ++r)
+      if (at_[r] < end_[r]) {
+        kb = std::min(kb, *at_[r]);
+        any = true;
+      }
+    mask = 0;
+    for (int r = 0; r < count_; ++r)
+      if (at_[r] < end_[r] && *at_[r] == kb) mask |= 1u << r;
+    return any;
+  }
+  void pop(unsigned mask) {
+    for (int r = 0; r < count_; ++r)
+      if (mask & (1u << r)) ++at_[r];
+  }
+
+  int first_, count_;
+  const std::int32_t* at_[kMaxBlocks] = {};
+  const std::int32_t* end_[kMaxBlocks] = {};
+};
+
 // Computes output rows [q0, q0 + kBlockQ) of one head; ws: workspace_layout floats.
 void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTRICT ws) {
   constexpr int Q = FlashTraits::kBlockQ, K = FlashTraits::kBlockK;
@@ -297,27 +354,37 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
     }
   }
 
-  for (int j0 = lo_min; j0 < hi_max; j0 += K) {  // hi_max <= seqlen_k <= kMaxSeqlen: j0 + K cannot wrap
-    const int nk = std::min(K, hi_max - j0);
-    // Extra masks: which (j, i) are visible; a tile nobody sees is skipped.
-    if (a.extra != ExtraMask::none) {
+  // One KV tile: keys [j0, j0 + nk), listed by the query blocks in
+  // `listed_by` (bit r: query block first + r; all_listed: every row's).
+  const bool sparse = a.block_q > 0;
+  unsigned row_bit[Q];
+  unsigned all_listed = 1u;
+  int first_block = 0;
+  if (sparse) {
+    first_block = q0 / a.block_q;
+    for (int i = 0; i < Q; ++i) row_bit[i] = i < nq ? 1u << ((q0 + i) / a.block_q - first_block) : 0u;
+    all_listed = (1u << ((q0 + nq - 1) / a.block_q - first_block + 1)) - 1u;
+  }
+  auto visit = [&](int j0, int nk, unsigned listed_by) {
+    // Per-element visibility where an extra mask or a partial listing hides
+    // keys from some rows; a tile nobody sees is skipped.
+    const bool partly_listed = listed_by != all_listed;
+    const bool need_vis = a.extra != ExtraMask::none || partly_listed;
+    if (need_vis) {
       bool any = false;
       for (int j = 0; j < nk; ++j)
         for (int i = 0; i < Q; ++i) {
-          bool v = false;
-          if (i < nq) {
-            const std::int64_t qi = q0 + i, kj = j0 + j;
-            const std::int64_t off = a.extra == ExtraMask::element
-                                         ? qi * h.mask_si + kj * h.mask_sj
-                                         : (qi / a.block_q) * h.mask_si + (kj / a.block_k) * h.mask_sj;
-            v = h.mask[off] != 0;
-          }
+          const int kj = j0 + j;
+          bool v = i < nq && kj >= lo_i[i] && kj < hi_i[i];
+          if (v && partly_listed) v = (listed_by & row_bit[i]) != 0;
+          if (v && a.extra == ExtraMask::element)
+            v = h.mask[static_cast<std::int64_t>(q0 + i) * h.mask_si + static_cast<std::int64_t>(kj) * h.mask_sj] != 0;
           vis[j * Q + i] = v;
           any |= v;
         }
-      if (!any) continue;
+      if (!any) return;
     }
-    const bool full = a.extra == ExtraMask::none && j0 >= lo_max && j0 + nk <= hi_min;
+    const bool full = !need_vis && j0 >= lo_max && j0 + nk <= hi_min;
 
     // S^T = K Q^T (then score transform).
     const char* k_tile = static_cast<const char*>(h.k) + j0 * h.k_stride * in_size;
@@ -342,7 +409,7 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
     // Masking: -inf where key j is hidden from query i.
     if (!full) {
       const VF ninf = hn::Set(df, kNegInf);
-      if (a.extra != ExtraMask::none) {
+      if (need_vis) {
         for (int e = 0; e < nk * Q; ++e)
           if (!vis[e]) st[e] = kNegInf;
       } else {
@@ -387,6 +454,21 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
       float* vf = ws + L.vf;
       for (int j = 0; j < nk; ++j) RowToFloat(v_tile + j * h.v_stride * in_size, a.in, a.dv, vf + j * a.dv);
       PvTile(st, nk, vf, a.dv, a.dv, alpha, ot);
+    }
+  };
+
+  if (!sparse) {
+    // hi_max <= seqlen_k <= kMaxSeqlen: j0 + K cannot wrap.
+    for (int j0 = lo_min; j0 < hi_max; j0 += K) visit(j0, std::min(K, hi_max - j0), all_listed);
+  } else if (nq > 0) {
+    ListedKeyBlocks lists(a, h, q0, nq);
+    std::int64_t kb_lo, kb_hi;
+    unsigned listed_by;
+    while (lists.next(kb_lo, kb_hi, listed_by)) {
+      // The run's keys within what the tile's rows can see at all.
+      const int lo = static_cast<int>(std::max<std::int64_t>(kb_lo * a.block_k, lo_min));
+      const int hi = static_cast<int>(std::min<std::int64_t>(kb_hi * a.block_k, hi_max));
+      for (int j0 = lo; j0 < hi; j0 += K) visit(j0, std::min(K, hi - j0), listed_by);
     }
   }
 

@@ -15,8 +15,8 @@ namespace attnkit::kernels::cpu {
 
 enum class Elem : std::uint8_t { f32, f16, bf16 };
 
-// Masks beyond the (left, right) window: a per-block or per-element uint8 mask.
-enum class ExtraMask : std::uint8_t { none, block, element };
+// Masks beyond the (left, right) window: a per-element uint8 mask.
+enum class ExtraMask : std::uint8_t { none, element };
 
 // The smallest sign-cleared bit pattern of a NaN or infinity of type e.
 constexpr std::uint32_t non_finite_bits(Elem e) {
@@ -61,7 +61,8 @@ struct FlashArgs {
   float out_mul = 1.0f;       // v descale
   int window_left = -1, window_right = -1;
   ExtraMask extra = ExtraMask::none;
-  int block_q = 1, block_k = 1;  // ExtraMask::block
+  // Block sparsity (HeadSlice::block_offsets): query / key block sizes; 0: dense.
+  int block_q = 0, block_k = 0;
   bool has_sinks = false;
   const Bf16DotOps* dot = nullptr;  // non-null: bf16 inputs through bf16 dot products
 };
@@ -82,10 +83,16 @@ struct HeadSlice {
   float sink = 0.0f;  // natural-log sink logit (FlashArgs::has_sinks)
   int sq = 0, sk = 0;
   int diagonal = 0;  // query 0 is aligned with key `diagonal` (sk - sq: bottom-right)
-  // ExtraMask::element: mask[i * mask_si + j * mask_sj]; ExtraMask::block:
-  // mask[(i / block_q) * mask_si + (j / block_k) * mask_sj]. 0 hides.
+  // ExtraMask::element: mask[i * mask_si + j * mask_sj]; 0 hides.
   const std::uint8_t* mask = nullptr;
   std::int64_t mask_si = 0, mask_sj = 0;
+  // Block sparsity (FlashArgs::block_q > 0): query block qb of this head lists
+  // the key blocks block_indices[block_offsets[qb] .. block_offsets[qb + 1])
+  // (block_offsets points at this head's first row; core/block_sparse.hpp),
+  // entries clamped to [0, block_nnz). Unlisted key blocks are never read.
+  const std::int32_t* block_offsets = nullptr;
+  const std::int32_t* block_indices = nullptr;
+  std::int64_t block_nnz = 0;
 };
 
 // Per-thread workspace, in floats, every part 64-byte aligned.

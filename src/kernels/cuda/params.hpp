@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "attnkit/core/attention_tensors.hpp"
+#include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/host_device.hpp"
 #include "attnkit/core/mask.hpp"
 #include "attnkit/core/problem.hpp"
@@ -27,13 +28,17 @@ struct AttnParams {
   const std::int32_t* cu_seqlens_k = nullptr;  // THD without paging only
   const std::int32_t* block_table = nullptr;   // paged only
   const std::int32_t* seqlens_k = nullptr;     // paged only
-  const std::uint8_t* block_mask = nullptr;    // block_sparse only
+  // Block sparsity (Problem::block_sparse; CSR, core/block_sparse.hpp). Lists
+  // in device memory are unchecked: read them through block_list_range().
+  const std::int32_t* block_offsets = nullptr;  // [block_rows + 1]; null: dense
+  const std::int32_t* block_indices = nullptr;  // [block_nnz]
   const std::uint8_t* custom_mask = nullptr;   // custom only
 
   std::int64_t q_strides[4]{}, k_strides[4]{}, v_strides[4]{}, out_strides[4]{};
   std::int64_t lse_strides[3]{}, sinks_stride = 0;
   std::int64_t block_table_strides[2]{}, seqlens_k_stride = 0, cu_q_stride = 1, cu_k_stride = 1;
-  std::int64_t block_mask_strides[4]{}, custom_mask_strides[4]{};
+  std::int64_t custom_mask_strides[4]{};
+  std::int64_t block_nnz = 0;
 
   Layout layout = Layout::bshd;
   MaskKind mask = MaskKind::none;
@@ -41,7 +46,9 @@ struct AttnParams {
   int head_dim_qk = 64, head_dim_v = 64;
   int window_left = -1, window_right = -1;  // effective window (causal included)
   int page_size = 0;                        // > 0: paged KV cache
-  int block_q = 64, block_k = 64;           // block-sparse block sizes
+  int block_q = 0, block_k = 0;             // block-sparse block sizes (block_offsets set)
+  int block_batch = 1, block_heads = 1;     // distinct lists per sequence / per query head: 1 or batch / heads_q
+  int num_q_blocks = 0, num_k_blocks = 0;   // ceil(seqlen_q / block_q), ceil(seqlen_k / block_k)
   // Scores in log2 units: s2 = log2(e) * softcap(scale * q.k).
   //   no softcap: s2 = (q.k) * scale_log2
   //   softcap c : s2 = softcap_log2 * tanh((q.k) * softcap_prescale), softcap_log2 = c*log2(e)
@@ -111,11 +118,17 @@ inline AttnParams make_attn_params(const Problem& p, const AttentionTensors& t) 
     a.seqlens_k = static_cast<const std::int32_t*>(t.seqlens_k.data);
     a.seqlens_k_stride = t.seqlens_k.strides[0];
   }
-  if (p.mask == MaskKind::block_sparse) {
-    a.block_mask = static_cast<const std::uint8_t*>(t.block_mask.data);
-    copy_strides(a.block_mask_strides, t.block_mask, 4);
-    a.block_q = p.block_sparse.block_q;
-    a.block_k = p.block_sparse.block_k;
+  if (p.block_sparse) {
+    const BlockSparse& bs = *p.block_sparse;
+    a.block_offsets = static_cast<const std::int32_t*>(t.block_offsets.data);
+    a.block_indices = static_cast<const std::int32_t*>(t.block_indices.data);
+    a.block_nnz = t.block_indices.numel();
+    a.block_q = bs.block_q;
+    a.block_k = bs.block_k;
+    a.block_batch = bs.batch;
+    a.block_heads = bs.heads;
+    a.num_q_blocks = num_blocks(p.seqlen_q, bs.block_q);
+    a.num_k_blocks = num_blocks(p.seqlen_k, bs.block_k);
   }
   if (p.mask == MaskKind::custom) {
     a.custom_mask = static_cast<const std::uint8_t*>(t.custom_mask.data);

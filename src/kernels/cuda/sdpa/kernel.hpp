@@ -39,11 +39,12 @@ __device__ __forceinline__ std::int64_t kv_row_offset(const AttnParams& p, const
   return rows.offset + j * rows.row_stride;
 }
 
-// True when a block-sparse or custom mask hides key j from query i.
+// True when the block-sparse lists or a custom mask hide key j from query i.
+// Lists are read clamped (block_list_range): bad device lists stay in bounds.
 __device__ __forceinline__ bool hidden_by_mask(const AttnParams& p, int b, int h, int i, int j) {
-  if (p.block_mask != nullptr) {
-    const std::int64_t* s = p.block_mask_strides;
-    return p.block_mask[b * s[0] + h * s[1] + (i / p.block_q) * s[2] + (j / p.block_k) * s[3]] == 0;
+  if (p.block_offsets != nullptr) {
+    const std::int64_t row = block_sparse_row(p.block_batch, p.block_heads, p.num_q_blocks, b, h, i / p.block_q);
+    if (!block_listed(p.block_indices, block_list_range(p.block_offsets, row, p.block_nnz), j / p.block_k)) return true;
   }
   if (p.custom_mask != nullptr) {
     const std::int64_t* s = p.custom_mask_strides;

@@ -1,0 +1,229 @@
+"""Block-sparse video attention on the GPU: attnkit's fa3 over block-sparse KV
+lists against FlexAttention with the same block mask, FastVideo's sliding-tile
+kernels (when the fastvideo-kernel wheel imports) and dense cuDNN, in one
+process, interleaved per point (design section 6: device events, warm-up,
+median). Issue 19's shapes:
+
+  sta_wan      latents 18x48x80 (69120 tokens), tiles 6x8x8 (384 tokens), a 3x3x3
+               tile kernel shifted inward at the borders (STA's rule): 85% skipped
+  window_cut   latents 20x32x48 (30720 tokens), tiles 2x8x8 (128 tokens), a window
+               of (2, 1, 2) tiles each side, cut at the borders: 82% skipped
+  *_raster     the same masks on tokens in raster (t, h, w) order: attnkit and
+               FlexAttention reorder to tiles and back (the reorder is timed)
+  density      30720 tokens, random block lists at 10..90% density: time should
+               follow density, effective TFLOP/s (listed blocks only) vs dense
+
+  PYTHONPATH=build/python python3 bench/gpu/bench_sparse.py --json sparse.json [--only sta_wan,density]
+"""
+import argparse
+import itertools
+import json
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import attnkit
+
+HEADS, DIM = 24, 128
+
+
+def tile_window_mask(latent, tile, half, rule):
+    """Dense [n_tiles, n_tiles] uint8: query tile -> key tiles of a 3-D window
+    of `half` tiles each side. rule "shift": STA's, the window moves inward at
+    the borders so every query tile sees a full (2 half + 1)^3 kernel;
+    rule "cut": the window is clipped at the borders."""
+    grid = [l // t for l, t in zip(latent, tile)]
+    coords = list(itertools.product(*(range(g) for g in grid)))
+    n = len(coords)
+    mask = np.zeros((n, n), np.uint8)
+    index = {c: i for i, c in enumerate(coords)}
+    for qi, qc in enumerate(coords):
+        ranges = []
+        for c, g, h in zip(qc, grid, half):
+            if rule == "shift":
+                lo = min(max(c - h, 0), max(g - (2 * h + 1), 0))
+                ranges.append(range(lo, min(lo + 2 * h + 1, g)))
+            else:
+                ranges.append(range(max(c - h, 0), min(c + h + 1, g)))
+        for kc in itertools.product(*ranges):
+            mask[qi, index[kc]] = 1
+    return mask
+
+
+def raster_to_tile_order(latent, tile):
+    """perm such that x_tile = x_raster[:, perm] (tokens of a tile contiguous, tiles in raster order)."""
+    T, H, W = latent
+    t, h, w = tile
+    idx = np.arange(T * H * W).reshape(T // t, t, H // h, h, W // w, w)
+    return torch.from_numpy(idx.transpose(0, 2, 4, 1, 3, 5).reshape(-1).copy())
+
+
+class Timer:
+    def __init__(self):
+        self.pending = []
+
+    def time(self, fn):
+        a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        z.record()
+        self.pending.append((a, z))
+
+    def collect(self):
+        torch.cuda.synchronize()
+        ms = [a.elapsed_time(z) for a, z in self.pending]
+        self.pending = []
+        return ms
+
+
+def flex_impl(block_mask_tiles, block, seqlen, perm=None):
+    """FlexAttention with the tile mask at its 128-token block granularity; `perm`: the tokens arrive in
+    raster order, the mask_mod maps each token to its tile (what a user without a reorder writes)."""
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+    compiled = torch.compile(flex_attention, dynamic=False)
+    dense = torch.from_numpy(block_mask_tiles).cuda().bool()
+    if perm is None:
+        mask_mod = lambda b, h, q, k: dense[q // block, k // block]
+    else:
+        tile_of = torch.empty(seqlen, dtype=torch.long)
+        tile_of[perm] = torch.arange(seqlen) // block  # raster token -> its tile
+        tile_of = tile_of.cuda()
+        mask_mod = lambda b, h, q, k: dense[tile_of[q], tile_of[k]]
+    bm = create_block_mask(mask_mod, B=None, H=None, Q_LEN=seqlen, KV_LEN=seqlen, device="cuda")
+    return lambda q, k, v: compiled(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                    block_mask=bm).transpose(1, 2)
+
+
+def fastvideo_impls(latent, half, q, k, v):
+    """FastVideo's sliding-tile attention, BHSD on tile-ordered tokens, STA's shifted window: its compiled
+    ThunderKittens kernel (built for a few latent shapes, 18x48x80 among them) and its Triton kernel.
+    Their BHSD-contiguous inputs are made here, outside the timing. {} when the wheel does not import."""
+    try:
+        import fastvideo_kernel
+        from fastvideo_kernel.triton_kernels.st_attn_triton import sliding_tile_attention_triton
+    except Exception as e:  # noqa: BLE001 - any import failure means "peer not available"
+        print(f"fastvideo-kernel not available: {type(e).__name__}: {e}")
+        return {}
+    shape = "x".join(str(x) for x in latent)
+    window = [[2 * h + 1 for h in half]] * HEADS
+    qh, kh, vh = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    out = {"fastvideo_sta_triton": lambda *_: sliding_tile_attention_triton(
+        qh, kh, vh, window, 0, False, shape).transpose(1, 2)}
+    if getattr(fastvideo_kernel.ops, "sta_fwd", None) is not None:
+        out["fastvideo_sta_tk"] = lambda *_: fastvideo_kernel.sliding_tile_attention(
+            qh, kh, vh, window, 0, False, shape).transpose(1, 2)
+    else:
+        print("fastvideo-kernel: its compiled ops (sta_fwd) did not load; Triton kernel only")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--only", default="sta_wan,window_cut,sta_wan_raster,window_cut_raster,density")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--no-flex", action="store_true")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    torch.manual_seed(0)
+
+    cases = []
+    for name, latent, tile, half, rule in (("sta_wan", (18, 48, 80), (6, 8, 8), (1, 1, 1), "shift"),
+                                           ("window_cut", (20, 32, 48), (2, 8, 8), (2, 1, 2), "cut")):
+        block = math.prod(tile)
+        mask = tile_window_mask(latent, tile, half, rule)
+        for raster in (False, True):
+            cname = name + ("_raster" if raster else "")
+            if cname in only:
+                cases.append(dict(name=cname, latent=latent, tile=tile, half=half, block=block, mask=mask,
+                                  raster=raster))
+    if "density" in only:
+        rng = np.random.default_rng(0)
+        n = 30720 // 128
+        for density in (0.1, 0.25, 0.5, 0.75, 0.9, 1.0):
+            mask = (rng.random((n, n)) < density).astype(np.uint8)
+            mask[np.arange(n), np.arange(n)] = 1  # no empty rows
+            cases.append(dict(name=f"density_{density:.2f}", latent=None, tile=None, half=None, block=128,
+                              mask=mask, raster=False))
+
+    rows = []
+    for c in cases:
+        block, mask = c["block"], c["mask"]
+        seqlen = mask.shape[0] * block
+        density = float(mask.mean())
+        q, k, v = (torch.randn(1, seqlen, HEADS, DIM, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        offsets, indices = attnkit.block_sparse_from_mask(mask[None, None], seqlen, seqlen, block, block)
+        offsets, indices = torch.from_numpy(offsets).cuda(), torch.from_numpy(indices).cuda()
+        perm = raster_to_tile_order(c["latent"], c["tile"]).cuda() if c["raster"] else None
+        inv = torch.argsort(perm) if perm is not None else None
+
+        def attnkit_sparse(q, k, v):
+            return attnkit.attention(q, k, v, backend="fa3", block_offsets=offsets, block_indices=indices,
+                                     block_q=block, block_k=block)
+
+        impls = {}
+        if perm is None:
+            impls["attnkit_fa3_sparse"] = attnkit_sparse
+        else:  # raster tokens: gather into tiles, attend, scatter back (torch gathers; timed)
+            impls["attnkit_fa3_sparse+reorder"] = lambda q, k, v: attnkit_sparse(
+                q[:, perm], k[:, perm], v[:, perm])[:, inv]
+        if not args.no_flex:
+            impls["flex"] = flex_impl(mask, block, seqlen, None if perm is None else perm.cpu())
+        if c["name"] == "sta_wan":  # FastVideo's kernels implement STA's shifted window only
+            impls.update(fastvideo_impls(c["latent"], c["half"], q, k, v))
+        impls["attnkit_fa3_dense"] = lambda q, k, v: attnkit.attention(q, k, v, backend="fa3")
+        impls["torch_cudnn_dense"] = lambda q, k, v: _sdpa_cudnn(q, k, v)
+
+        # Outputs agree with the dense reference restricted to the mask (attnkit vs flex on the same mask).
+        ref = None
+        outs = {}
+        for name, fn in impls.items():
+            try:
+                for _ in range(args.warmup):
+                    out = fn(q, k, v)
+                torch.cuda.synchronize()
+                outs[name] = out
+            except Exception as e:  # noqa: BLE001 - report and drop the implementation
+                print(f"{c['name']}: {name} failed: {type(e).__name__}: {str(e)[:300]}")
+        impls = {n: f for n, f in impls.items() if n in outs}
+        sparse_names = [n for n in outs if "dense" not in n]
+        if "flex" in outs:
+            ref = outs["flex"].float()
+        for n in sparse_names:
+            if ref is not None and n != "flex":
+                err = ((outs[n].float() - ref).norm() / ref.norm()).item()
+                print(f"{c['name']}: {n} rel_l2 vs flex {err:.2e}")
+        times = {n: [] for n in impls}
+        timer = Timer()
+        for r in range(args.iters):
+            names = list(impls)
+            names = names[r % len(names):] + names[:r % len(names)]
+            for n in names:
+                timer.time(lambda: impls[n](q, k, v))
+            for n, ms in zip(names, timer.collect()):
+                times[n].append(ms)
+        dense_flops = 4.0 * HEADS * seqlen * seqlen * DIM
+        for n, t in times.items():
+            ms = float(np.median(t))
+            flops = dense_flops * (1.0 if "dense" in n else density)
+            rows.append(dict(case=c["name"], impl=n, seqlen=seqlen, block=block, density=density, ms=ms,
+                             effective_tflops=flops / ms / 1e9))
+            print(f"{c['name']:22s} {n:28s} density {density:5.3f}  {ms:8.3f} ms  {flops / ms / 1e9:7.1f} TFLOP/s")
+    json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, date=time.strftime("%F %T"),
+                   heads=HEADS, head_dim=DIM, rows=rows), open(args.json, "w"), indent=1)
+
+
+def _sdpa_cudnn(q, k, v):
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+
+
+if __name__ == "__main__":
+    main()

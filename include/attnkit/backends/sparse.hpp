@@ -1,0 +1,18 @@
+#pragma once
+// The sparse video backends with kernels in this build (docs/sparse.md): each
+// takes dense problems and decides its own sparsity inside, on the
+// block-sparse core. The CPU path runs cpu_flash's block-sparse kernel; the
+// CUDA path is not built yet (planning on a GPU gives AK2111; a named CUDA
+// platform validates as before).
+//   sliding_tile_attn  3D tile windows over video latents (STA), per layer / head from a mask strategy
+#include <memory>
+
+#include "attnkit/backends/registry.hpp"
+
+namespace attnkit {
+
+std::unique_ptr<Backend> make_sliding_tile_backend();
+// All of the above, in that order.
+void register_sparse_backends(Registry& registry);
+
+}  // namespace attnkit

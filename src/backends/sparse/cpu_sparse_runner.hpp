@@ -1,0 +1,53 @@
+#pragma once
+// The CPU path of the sparse video backends: cpu_flash plans for a call's
+// dense problem and for the block-sparse variants the backend runs, planned
+// once; at run time, the dense kernel on the caller's tensors, or the
+// block-sparse kernel on the caller's tensors or on tile-ordered copies of
+// them in the workspace (sliding tiles), with lists the backend provides.
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+
+#include "attnkit/backends/backend.hpp"
+#include "attnkit/core/block_sparse.hpp"
+#include "attnkit/core/video_tiles.hpp"
+
+namespace attnkit::sparse {
+
+class CpuSparseRunner {
+ public:
+  // Plans cpu_flash for `p` (the dense path) and for `p` under each of
+  // `layouts`; with `tiling`, the block-sparse runs see tile-ordered copies
+  // of q, k, v and write a tile-ordered out that is permuted back.
+  static Result<std::unique_ptr<CpuSparseRunner>> create(const Problem& p, const Platform& cpu,
+                                                         const std::vector<BlockSparse>& layouts,
+                                                         std::optional<VideoTiling> tiling);
+
+  std::size_t workspace_bytes() const;
+  // Exactly the dense kernel a cpu_flash run of `p` uses.
+  Diagnostics run_dense(const AttentionTensors& t, Workspace ws) const;
+  // The block-sparse kernel under `layout` (one given to create()) with lists
+  // `offsets` / `indices` (host int32 views). `stats` (if set) counts the
+  // (query block, key block) pairs of every sequence and head, and the listed ones.
+  Diagnostics run_sparse(const AttentionTensors& t, const BlockSparse& layout, const TensorView& offsets,
+                         const TensorView& indices, Workspace ws, SparsityStats* stats) const;
+  // Bytes at the front of the workspace that run_sparse leaves to the caller's
+  // own use (lists built per call), behind which the kernels' part starts.
+  void reserve_front(std::size_t bytes) { front_ = round_up(bytes); }
+  const Problem& problem() const { return problem_; }
+
+ private:
+  using LayoutKey = std::tuple<int, int, int, int>;
+  static LayoutKey key(const BlockSparse& b) { return {b.block_q, b.block_k, b.batch, b.heads}; }
+  static std::size_t round_up(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+  std::size_t copies_bytes() const;  // tile-ordered q, k, v, out
+
+  Problem problem_;
+  std::optional<VideoTiling> tiling_;
+  std::unique_ptr<Plan> dense_;
+  std::map<LayoutKey, std::unique_ptr<Plan>> sparse_;
+  std::size_t front_ = 0;
+};
+
+}  // namespace attnkit::sparse

@@ -1,0 +1,67 @@
+// sliding_tile_attn: STA's 3D tile windows, per layer and head from the mask
+// strategy, dense for the first skip_time_steps steps (docs/sparse.md).
+#include "attnkit/backends/sparse.hpp"
+#include "attnkit/sparse/sliding_tile.hpp"
+#include "backends/sparse/cpu_sparse_runner.hpp"
+#include "backends/sparse/sparse_backend.hpp"
+
+namespace attnkit {
+namespace sparse {
+namespace {
+
+class SlidingTilePlan final : public Plan {
+ public:
+  SlidingTilePlan(Problem p, SlidingTileSchedule schedule, std::unique_ptr<CpuSparseRunner> runner)
+      : Plan(std::move(p)), schedule_(std::move(schedule)), runner_(std::move(runner)) {}
+
+  std::size_t workspace_bytes() const override { return runner_->workspace_bytes(); }
+  // The window depends on the step and the layer: a call without them is refused (AK3021).
+  Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override {
+    return run_at({}, t, ws, stream);
+  }
+  Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws, StreamHandle) const override {
+    auto choice = schedule_.choose(where);
+    if (!choice) return choice.diagnostics();
+    if (choice->dense) {
+      if (where.stats) {
+        where.stats->dense = true;
+        where.stats->dense_reason = choice->dense_reason;
+      }
+      return runner_->run_dense(t, ws);
+    }
+    return runner_->run_sparse(t, choice->layout, choice->lists->offsets_view(), choice->lists->indices_view(), ws,
+                               where.stats);
+  }
+
+ private:
+  SlidingTileSchedule schedule_;
+  std::unique_ptr<CpuSparseRunner> runner_;
+};
+
+class SlidingTileBackend final : public SparseVideoBackend {
+ public:
+  SlidingTileBackend()
+      : SparseVideoBackend("sliding_tile_attn",
+                           "3D sliding tile attention over video latents (STA): tokens permuted into tiles, a window "
+                           "of tiles per query tile from the mask strategy, text tokens dense",
+                           sparse_video_capabilities({32, 64, 96, 128, 160, 192, 224, 256})) {}
+
+ protected:
+  Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
+                                         const select::BackendConfig& config) const override {
+    auto schedule = SlidingTileSchedule::create(p, config);
+    if (!schedule) return schedule.diagnostics();
+    const int block = schedule->geometry().block();
+    const std::vector<BlockSparse> layouts = {BlockSparse{block, block, 1, 1}, BlockSparse{block, block, 1, p.heads_q}};
+    auto runner = CpuSparseRunner::create(p, cpu, layouts, schedule->geometry().tiling);
+    if (!runner) return runner.diagnostics();
+    return std::unique_ptr<Plan>(std::make_unique<SlidingTilePlan>(p, std::move(*schedule), std::move(*runner)));
+  }
+};
+
+}  // namespace
+}  // namespace sparse
+
+std::unique_ptr<Backend> make_sliding_tile_backend() { return std::make_unique<sparse::SlidingTileBackend>(); }
+
+}  // namespace attnkit

@@ -1,0 +1,54 @@
+#include "backends/sparse/sparse_backend.hpp"
+
+#include "attnkit/backends/sparse.hpp"
+
+namespace attnkit::sparse {
+
+Capabilities sparse_video_capabilities(std::vector<int> dims) {
+  Capabilities c;
+  c.platforms = {PlatformKind::cpu, PlatformKind::cuda};
+  c.min_sm = 80;
+  c.dtypes = {DType::f16, DType::bf16, DType::f32};  // fp32: the CPU path only (check)
+  c.head_dims = std::move(dims);
+  c.masks = {MaskKind::none};
+  c.layouts = {Layout::bshd, Layout::bhsd};
+  c.sparse = true;
+  c.lse = false;  // their kernels return no LSE, so they cannot take part in ring attention
+  c.softcap = c.sinks = false;
+  c.distinct_v_head_dim = false;
+  return c;
+}
+
+Diagnostics SparseVideoBackend::check(const Problem& p, const Platform& platform) const {
+  Diagnostics out = Backend::check(p, platform);
+  if (platform.kind != PlatformKind::cuda) return out;
+  if (p.dtype == DType::f32 && caps_.dtypes.contains(DType::f32))
+    out.add("AK2104", {{"backend", name_}, {"role", "q"}, {"dtype", "fp32"},
+                       {"supported", "fp16, bf16 on CUDA (fp32 runs on the CPU path only)"}});
+  if (platform.detected && !out.has_code("AK2111"))
+    out.add("AK2111", {{"backend", name_},
+                       {"detail", ": its CUDA path is not built yet (the CPU path runs on cpu platforms)"}});
+  return out;
+}
+
+Result<std::unique_ptr<Plan>> SparseVideoBackend::plan(const Problem& p, const Platform& platform) const {
+  return plan_configured(p, platform, {});
+}
+
+Result<std::unique_ptr<Plan>> SparseVideoBackend::plan_configured(const Problem& p, const Platform& platform,
+                                                                 const select::BackendConfig& config) const {
+  Diagnostics why = validate_problem(p);
+  why.append(check(p, platform));
+  if (const select::BackendSchema* schema = select::find_schema(name_))
+    why.append(select::validate_own_config(config, *schema));
+  if (!why.ok()) return why;
+  return plan_cpu(p, platform, config);
+}
+
+}  // namespace attnkit::sparse
+
+namespace attnkit {
+
+void register_sparse_backends(Registry& registry) { registry.add(make_sliding_tile_backend()); }
+
+}  // namespace attnkit

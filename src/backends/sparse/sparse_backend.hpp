@@ -1,0 +1,43 @@
+#pragma once
+// What the sparse video backends share: their capability model (dense
+// problems in, no LSE, no ring), their checks, and the split of planning into
+// the config check and a per-platform path.
+#include <string>
+
+#include "attnkit/backends/backend.hpp"
+
+namespace attnkit::sparse {
+
+// Self-attention over BSHD / BHSD video tokens, no mask, no softcap / sinks /
+// LSE (so no ring attention), head dims `dims`; CPU (fp32 / fp16 / bf16) and
+// CUDA sm_80+ (fp16 / bf16).
+Capabilities sparse_video_capabilities(std::vector<int> dims);
+
+class SparseVideoBackend : public Backend {
+ public:
+  SparseVideoBackend(std::string name, std::string description, Capabilities caps)
+      : name_(std::move(name)), description_(std::move(description)), caps_(std::move(caps)) {}
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  const Capabilities& capabilities() const override { return caps_; }
+
+  // The capabilities, fp32 refused on CUDA, and no kernel on a GPU of this
+  // machine yet (AK2111).
+  Diagnostics check(const Problem& p, const Platform& platform) const override;
+  // Without a deployment's config: its required keys are missing (AK3104).
+  Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override;
+  Result<std::unique_ptr<Plan>> plan_configured(const Problem& p, const Platform& platform,
+                                                const select::BackendConfig& config) const override;
+
+ protected:
+  // The CPU path, after the problem, the platform and the backend's own
+  // config keys passed their checks.
+  virtual Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
+                                                 const select::BackendConfig& config) const = 0;
+
+ private:
+  std::string name_, description_;
+  Capabilities caps_;
+};
+
+}  // namespace attnkit::sparse

@@ -1,0 +1,167 @@
+#include "attnkit/sparse/sliding_tile.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace attnkit::sparse {
+
+BlockSparseLists sliding_tile_lists(const TileGeometry& g, std::span<const TileWindow> head_windows) {
+  const VideoTiling& v = g.tiling;
+  const int nt = v.tiles_t(), nh = v.tiles_h(), nw = v.tiles_w();
+  const int video = g.video_blocks(), all = g.blocks();
+  BlockSparseLists out;
+  out.offsets.push_back(0);
+  for (const TileWindow& w : head_windows) {
+    for (int q = 0; q < video; ++q) {
+      const int a = q / (nh * nw), b = (q / nw) % nh, c = q % nw;
+      const TileRange rt = window_range(a, w.t, nt, g.border), rh = window_range(b, w.h, nh, g.border),
+                      rw = window_range(c, w.w, nw, g.border);
+      for (int x = rt.lo; x < rt.hi; ++x)
+        for (int y = rh.lo; y < rh.hi; ++y)
+          for (int z = rw.lo; z < rw.hi; ++z) out.indices.push_back((x * nh + y) * nw + z);
+      for (int t = video; t < all; ++t) out.indices.push_back(t);  // text keys: dense
+      out.offsets.push_back(static_cast<std::int32_t>(out.indices.size()));
+    }
+    for (int q = video; q < all; ++q) {  // text queries: dense
+      for (int t = 0; t < all; ++t) out.indices.push_back(t);
+      out.offsets.push_back(static_cast<std::int32_t>(out.indices.size()));
+    }
+  }
+  return out;
+}
+
+const TileWindow* MaskStrategy::find(int step, int layer, int head) const {
+  const auto it = windows.find({step, layer, head});
+  return it == windows.end() ? nullptr : &it->second;
+}
+
+Result<MaskStrategy> parse_mask_strategy(std::string_view json, const std::string& path) {
+  auto malformed = [&](std::string detail) {
+    return Diagnostics(diagnose("AK3108", {{"path", path}, {"detail", std::move(detail)}}));
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::parse_error& e) {
+    return malformed(e.what());
+  }
+  if (!j.is_object()) return malformed("the top level must be an object {\"step_layer_head\": [t, h, w]}");
+  MaskStrategy s;
+  s.path = path;
+  for (const auto& [key, value] : j.items()) {
+    std::array<int, 3> index{};
+    char tail = 0;
+    if (std::sscanf(key.c_str(), "%d_%d_%d%c", &index[0], &index[1], &index[2], &tail) != 3 || index[0] < 0 ||
+        index[1] < 0 || index[2] < 0)
+      return malformed("key '" + key + "' is not step_layer_head (three non-negative integers)");
+    if (!value.is_array() || value.size() != 3)
+      return malformed("the window of '" + key + "' is not [t, h, w]: " + value.dump());
+    int dims[3];
+    for (int d = 0; d < 3; ++d) {
+      if (!value[d].is_number_integer() || value[d].get<int>() < 1)
+        return malformed("the window of '" + key + "' must be three positive integers (tiles): " + value.dump());
+      dims[d] = value[d].get<int>();
+    }
+    s.windows[index] = TileWindow{dims[0], dims[1], dims[2]};
+  }
+  if (s.windows.empty()) return malformed("it names no window");
+  return s;
+}
+
+Result<MaskStrategy> load_mask_strategy(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Diagnostics(diagnose("AK3105", {{"path", path}, {"what", "'mask_strategy_file_path'"}}));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_mask_strategy(text.str(), path);
+}
+
+namespace {
+
+std::string grid_text(const VideoTiling& v) { return fmt::format("{}x{}x{}", v.frames, v.height, v.width); }
+
+Diagnostic geometry_refusal(std::string reason) {
+  return diagnose("AK2116", {{"backend", "sliding_tile_attn"}, {"reason", std::move(reason)}});
+}
+
+}  // namespace
+
+Result<SlidingTileSchedule> SlidingTileSchedule::create(const Problem& p, const select::BackendConfig& config) {
+  const select::BackendSchema* schema = select::find_schema("sliding_tile_attn");
+  if (Diagnostics why = select::validate_own_config(config, *schema); !why.ok()) return why;
+  if (!p.video) return Diagnostics(diagnose("AK2115", {{"backend", "sliding_tile_attn"}}));
+  SlidingTileSchedule s;
+  s.problem_ = p;
+  const std::vector<std::int64_t> tile = select::config_int_list(config, "tile_size").value_or(std::vector<std::int64_t>{6, 8, 8});
+  VideoTiling& v = s.geometry_.tiling;
+  v = {p.video->frames, p.video->height, p.video->width, static_cast<int>(tile[0]), static_cast<int>(tile[1]),
+       static_cast<int>(tile[2])};
+  const std::string tiles = fmt::format("{}x{}x{}", tile[0], tile[1], tile[2]);
+  if (!v.whole_tiles())
+    return Diagnostics(geometry_refusal("the video grid " + grid_text(v) + " is not a whole number of " + tiles +
+                                        " tiles"));
+  if (v.tile_tokens() % 16 != 0)
+    return Diagnostics(geometry_refusal("a " + tiles + " tile holds " + std::to_string(v.tile_tokens()) +
+                                        " tokens, not a multiple of 16 (a tile is one attention block)"));
+  if (p.seqlen_q != p.seqlen_k)
+    return Diagnostics(geometry_refusal("it is self-attention over one token sequence (seqlen_q " +
+                                        std::to_string(p.seqlen_q) + " != seqlen_k " + std::to_string(p.seqlen_k) +
+                                        ")"));
+  s.geometry_.text_tokens = static_cast<int>(p.seqlen_q - v.video_tokens());
+  s.geometry_.border = select::config_string(config, "window_border").value_or("shift") == "cut" ? WindowBorder::cut
+                                                                                                 : WindowBorder::shift;
+  const std::string mode = select::config_string(config, "sta_mode").value_or("STA_inference");
+  if (mode != "STA_inference") return Diagnostics(diagnose("AK3110", {{"mode", mode}}));
+  s.skip_time_steps_ = static_cast<int>(select::config_int(config, "skip_time_steps").value_or(15));
+  auto strategy = load_mask_strategy(*select::config_string(config, "mask_strategy_file_path"));
+  if (!strategy) return strategy.diagnostics();
+  s.strategy_ = std::move(*strategy);
+  // The lists of every (step, layer) whose heads the strategy names in full.
+  std::set<std::pair<int, int>> step_layers;
+  for (const auto& [key, window] : s.strategy_.windows)
+    if (key[0] >= s.skip_time_steps_) step_layers.insert({key[0], key[1]});
+  for (const auto& [step, layer] : step_layers) {
+    std::vector<TileWindow> heads;
+    for (int h = 0; h < p.heads_q; ++h)
+      if (const TileWindow* w = s.strategy_.find(step, layer, h)) heads.push_back(*w);
+    if (static_cast<int>(heads.size()) != p.heads_q) continue;  // choose() names the missing head
+    if (std::all_of(heads.begin(), heads.end(), [&](const TileWindow& w) { return w == heads[0]; })) heads.resize(1);
+    if (!s.lists_.count(heads)) s.lists_.emplace(heads, sliding_tile_lists(s.geometry_, heads));
+  }
+  return s;
+}
+
+Result<SlidingTileSchedule::Choice> SlidingTileSchedule::choose(const CallContext& where) const {
+  if (where.step < 0 || where.layer_index < 0)
+    return Diagnostics(diagnose("AK3021", {{"backend", "sliding_tile_attn"},
+                                           {"missing", where.step < 0 ? "the denoising step" : "the layer index"}}));
+  Choice c;
+  if (where.step < skip_time_steps_) {
+    c.dense = true;
+    c.dense_reason = "step " + std::to_string(where.step) + " < skip_time_steps " + std::to_string(skip_time_steps_);
+    return c;
+  }
+  std::vector<TileWindow> heads;
+  for (int h = 0; h < problem_.heads_q; ++h) {
+    const TileWindow* w = strategy_.find(static_cast<int>(where.step), static_cast<int>(where.layer_index), h);
+    if (w == nullptr)
+      return Diagnostics(diagnose("AK3109", {{"path", strategy_.path},
+                                             {"step", std::to_string(where.step)},
+                                             {"layer", std::to_string(where.layer_index)},
+                                             {"head", std::to_string(h)}}));
+    heads.push_back(*w);
+  }
+  if (std::all_of(heads.begin(), heads.end(), [&](const TileWindow& w) { return w == heads[0]; })) heads.resize(1);
+  const auto it = lists_.find(heads);  // built by create() for every complete (step, layer)
+  c.lists = &it->second;
+  c.layout = BlockSparse{geometry_.block(), geometry_.block(), 1, heads.size() == 1 ? 1 : problem_.heads_q};
+  return c;
+}
+
+}  // namespace attnkit::sparse
