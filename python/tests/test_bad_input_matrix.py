@@ -1,5 +1,6 @@
 """The bad-input matrix through the Python module: every entry point (attention,
-attention_varlen, attention_with_kvcache, scaled_dot_product_attention), every
+with block-sparse lists too, attention_varlen, attention_with_kvcache,
+scaled_dot_product_attention, a Deployment layer), every
 argument replaced by objects that are not arrays, arrays of every dtype, rank,
 shape, stride and content (NaN/Inf, empty), index tensors of every dtype and
 length at the end of a guarded page, and scalar options of every wrong kind.
@@ -13,7 +14,7 @@ import pytest
 
 import attnkit
 from guarded import guarded
-from reference_numpy import attention_ref, rel_l2
+from reference_numpy import attention_ref, expand_block_mask, rel_l2
 
 RNG = np.random.default_rng(2020)
 
@@ -27,6 +28,15 @@ CU_Q = np.concatenate([[0], np.cumsum(LENS_Q)]).astype(np.int32)
 CU_K = np.concatenate([[0], np.cumsum(LENS_K)]).astype(np.int32)
 TABLE = np.array([[3, 1, 0], [5, 2, 4]], np.int32)
 CACHE_LENS = np.array([40, 20], np.int32)
+# Block-sparse lists shared by every sequence and head: 32 queries and keys in blocks of 16.
+SPARSE_OFFSETS = np.array([0, 2, 3], np.int32)
+SPARSE_INDICES = np.array([0, 1, 1], np.int32)
+
+
+def sparse_attention(q, k, v, block_offsets, block_indices, block_q=16, block_k=16, **options):
+    """attention() with block-sparse lists (positional here, so the matrix mutates them like q, k, v)."""
+    return attnkit.attention(q, k, v, block_offsets=block_offsets, block_indices=block_indices, block_q=block_q,
+                             block_k=block_k, **options)
 
 
 def base_calls():
@@ -46,6 +56,9 @@ def base_calls():
                                     "block_table": TABLE.copy()}),
         "sdpa": (attnkit.scaled_dot_product_attention, ("query", "key", "value"),
                  {"query": randn(2, 4, 9, 32), "key": randn(2, 2, 14, 32), "value": randn(2, 2, 14, 32)}),
+        "sparse": (sparse_attention, ("q", "k", "v", "block_offsets", "block_indices"),
+                   {"q": randn(2, 32, 2, 16), "k": randn(2, 32, 2, 16), "v": randn(2, 32, 2, 16),
+                    "block_offsets": SPARSE_OFFSETS.copy(), "block_indices": SPARSE_INDICES.copy()}),
         "layer": (layer(), ("q", "k", "v"),
                   {"q": randn(2, 9, 4, 32), "k": randn(2, 14, 2, 32), "v": randn(2, 14, 2, 32)}),
     }
@@ -79,7 +92,7 @@ DEPLOYMENT_MUTATIONS = [
 ]
 
 
-INDEX = {"cu_seqlens_q", "cu_seqlens_k", "cache_seqlens", "block_table"}
+INDEX = {"cu_seqlens_q", "cu_seqlens_k", "cache_seqlens", "block_table", "block_offsets", "block_indices"}
 NOT_ARRAYS = {"none": None, "list": [[1.0, 2.0]], "float": 1.0, "str": "q", "dict": {"a": 1},
               "object_array": np.array([[None]], dtype=object)}
 DTYPES = [np.float64, np.float32, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_,
@@ -148,6 +161,12 @@ SDPA_OPTIONS = [
     ("enable_gqa", [True]),
     ("backend", [None, 3, "nope", "reference"]),
 ]
+SPARSE_OPTIONS = [
+    ("block_q", [0, 15, -16, 2.5, "16", None, 2**31, 32]),
+    ("block_k", [0, 2**40, 32]),
+    ("block_layout", [(1,), "11", (2.5, 1), None, (1, 1), (2, 2), (2**40, 1)]),
+    ("block_mask", [np.ones((1, 1, 2, 2), np.uint8)]),  # lists and a mask: which one?
+]
 INT_MUTATIONS = [2.5, "9", None, -1, 0, 1, 2**31, 2**63, 2**64, np.int64(9), True]
 
 
@@ -162,7 +181,8 @@ def matrix():
             else:
                 for value in INT_MUTATIONS:
                     cases.append((entry, f"{name}_{value!r}", name, value))
-        for option, values in (SDPA_OPTIONS if entry == "sdpa" else OPTION_MUTATIONS):
+        options = SDPA_OPTIONS if entry == "sdpa" else OPTION_MUTATIONS + (SPARSE_OPTIONS if entry == "sparse" else [])
+        for option, values in options:
             if entry == "layer" and option == "backend":
                 continue  # a layer runs its decision's backend
             for value in values:
@@ -190,6 +210,14 @@ def reference(entry, args):
         opts["causal"] = bool(args.get("causal", layer().causal))
     if entry in ("attention", "layer"):
         return attention_ref(args["q"], args["k"], args["v"], **opts)[0]
+    if entry == "sparse":  # the lists' block mask, read here independently of attnkit
+        offsets, indices = np.asarray(args["block_offsets"]), np.asarray(args["block_indices"])
+        bq, bk = int(args.get("block_q", 16)), int(args.get("block_k", 16))
+        sq, sk = args["q"].shape[1], args["k"].shape[1]
+        blocks = np.zeros((1, 1, -(-sq // bq), -(-sk // bk)), bool)
+        for r in range(blocks.shape[2]):
+            blocks[0, 0, r, indices[offsets[r]:offsets[r + 1]]] = True
+        return attention_ref(args["q"], args["k"], args["v"], mask=expand_block_mask(blocks, bq, bk, sq, sk), **opts)[0]
     if entry == "sdpa":
         q, k, v = (np.asarray(args[n]).swapaxes(1, 2) for n in ("query", "key", "value"))
         scale = None if args.get("scale") is None else float(args["scale"])

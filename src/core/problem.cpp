@@ -168,9 +168,11 @@ Diagnostics validate_problem(const Problem& p) {
   }
   if (p.video) {
     const VideoGrid& v = *p.video;
-    if (v.frames < 1 || v.height < 1 || v.width < 1 || v.tokens() > std::min(p.seqlen_q, p.seqlen_k))
+    // In double: three ints multiply past int64 (tokens() is exact once this holds).
+    const double tokens = static_cast<double>(v.frames) * v.height * v.width;
+    if (v.frames < 1 || v.height < 1 || v.width < 1 || tokens > std::min(p.seqlen_q, p.seqlen_k))
       out.add("AK1016", {{"grid", fmt::format("{}x{}x{}", v.frames, v.height, v.width)},
-                         {"tokens", std::to_string(v.tokens())},
+                         {"tokens", fmt::format("{:.0f}", tokens)},
                          {"seqlen_q", std::to_string(p.seqlen_q)},
                          {"seqlen_k", std::to_string(p.seqlen_k)}});
   }

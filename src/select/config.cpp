@@ -261,7 +261,7 @@ const std::vector<BackendSchema>& backend_schemas() {
     };
     auto count = [](std::string key, std::string def) {
       KeySchema k = KeySchema::of(std::move(key), KeyType::integer);
-      k.min = 0.0, k.default_text = std::move(def);
+      k.min = 0.0, k.max = 2147483647.0, k.default_text = std::move(def);  // the backends hold counts as ints
       return k;
     };
     KeySchema mask_file = KeySchema::of("mask_strategy_file_path", KeyType::path);
@@ -282,7 +282,8 @@ const std::vector<BackendSchema>& backend_schemas() {
     thresh_type.default_text = "diag";
     // attnkit's own sliding-tile keys (docs/sparse.md): tiles and the border rule.
     KeySchema tile_size = KeySchema::of("tile_size", KeyType::int_list);
-    tile_size.count = 3, tile_size.min = 1.0, tile_size.default_text = "6,8,8";
+    // Sides up to 1024: a tile's tokens (their product) stay an int.
+    tile_size.count = 3, tile_size.min = 1.0, tile_size.max = 1024.0, tile_size.default_text = "6,8,8";
     KeySchema window_border = KeySchema::of("window_border", KeyType::choice);
     window_border.choices = {"shift", "cut"};
     window_border.default_text = "shift";
@@ -436,8 +437,8 @@ void check_value(const KeySchema& k, const ConfigValue& v, Diagnostics& out) {
         return;
       }
       bool fits = k.count == 0 || static_cast<int>(list->size()) == k.count;
-      for (std::int64_t x : *list) fits = fits && (!k.min || x >= *k.min);
-      if (!fits) out.add("AK3103", {{"key", k.key}, {"value", value}, {"range", what + (k.min ? ", each >= " + fmt::format("{}", *k.min) : "")}});
+      for (std::int64_t x : *list) fits = fits && (!k.min || x >= *k.min) && (!k.max || x <= *k.max);
+      if (!fits) out.add("AK3103", {{"key", k.key}, {"value", value}, {"range", what + (k.min || k.max ? ", each " + k.range_text() : "")}});
       return;
     }
     case KeyType::layer_list:

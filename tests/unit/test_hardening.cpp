@@ -16,10 +16,13 @@
 
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/backends/reference.hpp"
+#include "attnkit/backends/sparse.hpp"
+#include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/dlpack.hpp"
 #include "attnkit/core/host_memory.hpp"
 #include "attnkit/core/mask.hpp"
 #include "attnkit/select/selector.hpp"
+#include "attnkit/sparse/sliding_tile.hpp"
 #include "core/text_file.hpp"
 #include "testing/backend_runner.hpp"
 #include "testing/error_norms.hpp"
@@ -607,6 +610,88 @@ TEST(Codes, ExplainOfAHugeTextEndsAndRanksByWords) {
   ASSERT_TRUE(r.ok()) << r.diagnostics().summary();
   EXPECT_EQ(r->matches.front().entry->code, "AK0003");
   EXPECT_TRUE(explain_text(std::string(200000, ' ') + "?").diagnostics().has_code("AK0004"));
+}
+
+// ---- the sparse backends' inputs (issue 19) -------------------------------------
+
+TEST(Sparse, VideoGridsWhoseTokensPassInt64AreRefusedNotWrapped) {
+  Problem p = make_test_problem(64, 64, 2, 2, 32, DType::f32);
+  p.video = VideoGrid{INT_MAX, INT_MAX, INT_MAX};  // 2^93 tokens: an int64 product would overflow
+  EXPECT_TRUE(validate_problem(p).has_code("AK1016"));
+  p.video = VideoGrid{2, 4, 8};
+  EXPECT_TRUE(validate_problem(p).ok()) << validate_problem(p).summary();
+}
+
+TEST(Sparse, BlockListHelpersReadHostMemoryOnlyAndCheckTheDenseMaskFirst) {
+  Problem p;
+  p.seqlen_q = 16;
+  p.seqlen_k = 1 << 30;  // 2^26 key blocks
+  p.batch = 1024;
+  p.block_sparse = BlockSparse{16, 16, 1024, 1};
+  ASSERT_TRUE(validate_problem(p).ok()) << validate_problem(p).summary();
+  std::vector<std::int32_t> offsets(1025, 0);  // every list empty
+  TensorView off = make_view(offsets.data(), DType::i32, {1025});
+  TensorView idx = make_view(offsets.data(), DType::i32, {0});
+  // 1024 x 2^26 bytes of dense mask: refused before allocating.
+  EXPECT_TRUE(block_sparse_dense_mask(p, off, idx).diagnostics().has_code("AK1013"));
+  off.device = Device{DeviceKind::cuda, 0};
+  EXPECT_TRUE(block_sparse_dense_mask(p, off, idx).diagnostics().has_code("AK1105"));
+  Problem small = p;
+  small.seqlen_k = 32;
+  std::vector<std::uint8_t> mask(1024 * 2, 1);
+  TensorView m = make_view(mask.data(), DType::u8, {1024, 1, 1, 2});
+  ASSERT_TRUE(block_sparse_from_mask(small, m).ok());
+  m.device = Device{DeviceKind::cuda, 0};
+  EXPECT_TRUE(block_sparse_from_mask(small, m).diagnostics().has_code("AK1105"));
+}
+
+TEST(Sparse, MaskStrategyFilesAreBoundedAndTheirIntegersExact) {
+  EXPECT_TRUE(sparse::load_mask_strategy("/dev/zero").diagnostics().has_code("AK3105"));
+  EXPECT_TRUE(sparse::load_mask_strategy("/tmp").diagnostics().has_code("AK3105"));
+  for (const std::string& bad :
+       {std::string(R"({"3_1_0": [4294967299, 3, 3]})"),  // past int32: would wrap to a window of 3
+        std::string(R"({"3_1_0": [18446744073709551615, 3, 3]})"), std::string(R"({"99999999999_1_0": [3, 3, 3]})"),
+        std::string(R"({"3_1_0": [1e400, 3, 3]})"), std::string(R"({"3_1_+0": [3, 3, 3]})"),
+        std::string(R"({"3_1_0": )") + std::string(100000, '[') + std::string(100000, ']') + "}"}) {
+    const auto r = sparse::parse_mask_strategy(bad, "m.json");
+    EXPECT_TRUE(r.diagnostics().has_code("AK3108")) << bad.substr(0, 48) << r.diagnostics().summary();
+  }
+  EXPECT_TRUE(sparse::parse_mask_strategy(R"({"3_1_0": [2147483647, 1, 1]})", "m.json").ok());
+}
+
+TEST(Sparse, SlidingTileCountsAndTilesStayInts) {
+  Problem p = make_test_problem(4 * 8 * 8, 4 * 8 * 8, 2, 2, 32, DType::f32);
+  p.video = VideoGrid{4, 8, 8};
+  const std::string mask = temp_file("attnkit_sta_mask.json", R"({"2_0_0": [1, 1, 1], "2_0_1": [1, 1, 1]})");
+  const auto backend = make_sliding_tile_backend();
+  const Platform cpu = detect_cpu_platform();
+  auto config = [&](const char* key, select::ConfigValue value) {
+    select::BackendConfig c{{"mask_strategy_file_path", mask}, {"tile_size", std::string("2,4,4")}};
+    c[key] = std::move(value);
+    return c;
+  };
+  ASSERT_TRUE(backend->plan_configured(p, cpu, config("skip_time_steps", std::int64_t{2})).ok());
+  // 2^32 + 2 would be a skip of 2 steps as an int; 2048-token-side tiles overflow an int's tile tokens.
+  EXPECT_TRUE(backend->plan_configured(p, cpu, config("skip_time_steps", std::int64_t{(1LL << 32) + 2}))
+                  .diagnostics()
+                  .has_code("AK3103"));
+  EXPECT_TRUE(backend->plan_configured(p, cpu, config("tile_size", std::string("2048,2048,2048")))
+                  .diagnostics()
+                  .has_code("AK3103"));
+  EXPECT_TRUE(backend->plan_configured(p, cpu, config("tile_size", std::string("4294967298,4,4")))
+                  .diagnostics()
+                  .has_code("AK3103"));
+}
+
+TEST(Sparse, SlidingTileListsPastInt32OffsetsAreRefusedBeforeBuilding) {
+  // 46341 tiles of 16 tokens: one head's lists could hold 46341^2 > 2^31 - 1 blocks.
+  Problem p = make_test_problem(46341 * 16, 46341 * 16, 1, 1, 32, DType::f32);
+  p.video = VideoGrid{1, 4, 4 * 46341};
+  const std::string mask = temp_file("attnkit_sta_big.json", R"({"2_0_0": [1, 1, 1]})");
+  const select::BackendConfig c{{"mask_strategy_file_path", mask}, {"tile_size", std::string("1,4,4")},
+                                {"skip_time_steps", std::int64_t{0}}};
+  const auto plan = make_sliding_tile_backend()->plan_configured(p, detect_cpu_platform(), c);
+  EXPECT_TRUE(plan.diagnostics().has_code("AK1012")) << plan.diagnostics().summary();
 }
 
 }  // namespace
