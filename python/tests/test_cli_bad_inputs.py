@@ -97,6 +97,11 @@ def check_cases():
                    "topk=", "=1", "topk=1,topk=2", "dense_layers=0-2147483647", "{", "[1]"):
         cases.append(base + ["--attention-backend", "sparge_attn", "--attention-backend-config", config])
     cases.append(base + ["--attention-backend", "sol_attn", "--attention-backend-config", "dense_layers=0-99999999999"])
+    for config in ('{"mask_strategy_file_path": "/dev/zero"}', '{"mask_strategy_file_path": "/tmp"}',
+                   '{"mask_strategy_file_path": "/dev/zero", "tile_size": "4294967298,4,4"}',
+                   '{"mask_strategy_file_path": "/dev/zero", "skip_time_steps": 4294967298}',
+                   '{"mask_strategy_file_path": "/dev/zero", "tile_size": [2048, 2048, 2048]}'):
+        cases.append(base + ["--attention-backend", "sliding_tile_attn", "--attention-backend-config", config])
     for value in ("", "nope", "fa-3", "FA3", "torch_sdpa"):
         cases.append(base + ["--attention-backend", value])
     for value in ("", "=", "text_encoder=", "=sdpa", "a.b.c=sdpa", "text_encoder=sdpa,text_encoder=fa",
