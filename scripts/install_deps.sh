@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 debian_packages=(g++ cmake ninja-build pkg-config git
                  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libfmt-dev libhwy-dev libdlpack-dev
-                 libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+                 libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin
+                 clang-14 libclang-rt-14-dev libomp-14-dev)  # the sanitize preset: ASan/UBSan tests, libFuzzer
 missing=()
 for p in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

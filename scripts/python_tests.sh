@@ -8,7 +8,8 @@ if [[ ! -f "$build_dir/python/attnkit/__init__.py" ]]; then
   echo "python tests: $build_dir/python has no attnkit module (nanobind missing at configure time?)" >&2
   exit 1
 fi
-# The fidelity tests also run `attnkit check` / `explain` of the same build.
+# The fidelity tests and the CLI bad-input matrix (test_cli_bad_inputs.py)
+# also run `attnkit check` / `explain` / `run` of the same build.
 if [[ -x "$build_dir/src/cli/attnkit" ]]; then
   export ATTNKIT_CLI="$(realpath "$build_dir/src/cli/attnkit")"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build everything, run the C++ tests
-# (CTest) and, when the Python module exists, its pytest suite. GPU tests skip
-# with a message on machines without a GPU.
+# (CTest) and, when the Python module exists, its pytest suite; then the CPU
+# suite again under ASan + UBSan and the fuzz targets (scripts/sanitize.sh).
+# GPU tests skip with a message on machines without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh --python
@@ -11,3 +12,4 @@ ctest --preset default -j "$(nproc)"
 if [[ -f python/CMakeLists.txt ]]; then
   scripts/python_tests.sh
 fi
+scripts/sanitize.sh  # the CPU suite under ASan + UBSan, and the fuzz targets for a bounded time

@@ -13,18 +13,22 @@ Every refusal raises attnkit.AttnkitError with the catalogued code and fixes.
 """
 import contextlib
 import contextvars
+import operator
 import sys
 
 from . import _arrays
-from ._attnkit import backends, explain
+from ._attnkit import backends
 from ._attnkit import block_sparse_dense_mask as _block_sparse_dense_mask
 from ._attnkit import block_sparse_from_mask as _block_sparse_from_mask
 from ._attnkit import check as _check
+from ._attnkit import explain as _explain
+from ._attnkit import diagnose as _diagnose
 from ._attnkit import global_force as _global_force
 from ._attnkit import set_global_force as _set_global_force
 from ._attnkit import make_problem as _make_problem
 from ._attnkit import plan as _plan
 from ._errors import AttnkitError
+from ._text import utf8 as _utf8
 from .deployment import Deployment, Layer, engine_args as _engine_args
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "scaled_dot_product_attention", "force_backend",
@@ -47,10 +51,23 @@ def force_backend(name):
         _set_global_force(previous)
 
 
+def explain(text):
+    """The catalog page of a diagnostic code (a dict), or for any other text the pages
+    covering that error message, best first (a list of dicts with 'score' and 'matched').
+    An unknown code raises AK0001 (naming the nearest), a text no page covers AK0004."""
+    if not isinstance(text, str):
+        raise _error("AK1014", name="text", expected="a diagnostic code or an error message (a str such as 'AK1002')",
+                     value=_shown(text), type=type(text).__name__)
+    return _explain(_utf8(text))
+
+
 def check(args):
     """Validates a deployment exactly like `attnkit check ARGS...` (engine flags as a list
     of strings). Returns {"ok", "platform", "selections", "diagnostics"}; never touches a GPU."""
-    return _check([str(a) for a in args])
+    if isinstance(args, (str, bytes)) or not hasattr(args, "__iter__"):
+        raise _error("AK3107", detail=f"the flags must be a list of strings such as ['--model', 'wan'], got "
+                                      f"{_shown(args)} ({type(args).__name__})")
+    return _check([_utf8(str(a)) for a in args])
 
 
 def select(*, model, platform="", **flags):
@@ -87,58 +104,111 @@ if "torch" in sys.modules:
     _register_torch_ops()
 
 
-def _error(code, message, solutions):
-    return AttnkitError([{"code": code, "severity": "error", "message": message, "solutions": solutions}])
+def _error(code, **args):
+    """AttnkitError for catalogued `code`, its message filled from `args` (the C++ catalog's page)."""
+    return AttnkitError([_diagnose(code, {k: str(v) for k, v in args.items()})])
 
 
-_LAYOUT_HINTS = {
-    "bshd": "flash-attention layout: q, k, v are [batch, seqlen, heads, head_dim]",
-    "thd": "packed layout: q, k, v are [total_tokens, heads, head_dim]",
-    "bhsd": "SDPA layout: query, key, value are [batch, heads, seqlen, head_dim]",
-    "cu_seqlens": "cu_seqlens_q / cu_seqlens_k are int32 [batch + 1] prefix sums",
-    "block_table": "block_table is int32 [batch, max_pages]",
-}
+def _shown(value):
+    """A value as quoted in a message: its repr, at most 48 characters."""
+    text = repr(value)
+    return text if len(text) <= 48 else text[:45] + "..."
 
 
 def _require_array(x, name):
     if x is None:
-        raise _error("AK1101", f"tensor '{name}' is required: got None", [f"pass {name} as a numpy, torch or cupy array"])
+        raise _error("AK1101", name=name, reason=f"got None; pass {name} as a numpy, torch or cupy array")
     if not (hasattr(x, "__dlpack__") and hasattr(x, "shape") and hasattr(x, "dtype")):
-        raise _error("AK1112", f"'{name}' is a {type(x).__name__}, not an array",
-                     ["pass a numpy, torch or cupy array (anything with __dlpack__); convert lists with numpy.asarray"])
+        raise _error("AK1112", name=name, type=type(x).__name__)
+
+
+def _integer(value, name, code="AK1014", **args):
+    """`value` as an int (Python or numpy integers; not 2.5, not "4"), or the catalogued refusal.
+    Past int64 it is AK1012 here; the native layer refuses what does not fit an int32."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        if code == "AK1014":
+            raise _error(code, name=name, expected="an integer", value=_shown(value), type=type(value).__name__) from None
+        raise _error(code, **args) from None
+    if not -2**63 <= number < 2**63:
+        raise _error("AK1012", what=name, value=number, limit="the int64 range")
+    return number
+
+
+def _number(value, code, name):
+    """`value` as a float (not a string, not a list), or the catalogued refusal `code`."""
+    if not isinstance(value, (str, bytes)):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    raise _error(code, value=f"{name}={_shown(value)}")
+
+
+def _flag(value, name):
+    """A bool (also numpy's bool_ and the ints 0 / 1); "no" is not silently True."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise _error("AK1014", name=name, expected="True or False", value=_shown(value), type=type(value).__name__)
+
+
+def _backend_name(backend):
+    if not isinstance(backend, str):
+        raise _error("AK1014", name="backend", expected="a backend name (a str: 'auto' or one of attnkit.backends())",
+                     value=_shown(backend), type=type(backend).__name__)
+    return _utf8(backend)
 
 
 def _options(window_size, softcap, softmax_scale):
     """(left, right, softcap, scale) as numbers, or the catalogued refusal of a value that is not one."""
-    try:
-        left, right = (-1, -1) if window_size is None else (int(window_size[0]), int(window_size[1]))
-        if len(window_size or ()) not in (0, 2):
-            raise ValueError
-    except (TypeError, ValueError, IndexError):
-        raise _error("AK1004", f"window_size={window_size!r} is not a pair of integers",
-                     ["pass window_size=(left, right), with -1 for an unbounded side"]) from None
-    try:
-        softcap = float(softcap)
-    except (TypeError, ValueError):
-        raise _error("AK1005", f"softcap={softcap!r} is not a number", ["pass 0.0 (off) or a positive float"]) from None
-    try:
-        scale = None if softmax_scale is None else float(softmax_scale)
-    except (TypeError, ValueError):
-        raise _error("AK1006", f"softmax_scale={softmax_scale!r} is not a number",
-                     ["pass None (1/sqrt(head_dim)) or a positive float"]) from None
+    if window_size is None:
+        left, right = -1, -1
+    else:
+        bad = {"left": _shown(window_size), "right": "..."}
+        try:
+            pair = tuple(window_size)
+        except TypeError:
+            raise _error("AK1004", **bad) from None
+        if len(pair) != 2 or isinstance(window_size, (str, bytes)):
+            raise _error("AK1004", **bad)
+        left, right = (_integer(x, "window_size", "AK1004", left=_shown(pair[0]), right=_shown(pair[1])) for x in pair)
+    softcap = _number(softcap, "AK1005", "softcap")
+    scale = None if softmax_scale is None else _number(softmax_scale, "AK1006", "softmax_scale")
     return left, right, softcap, scale
-
-
-def _output_dtype(dtype):
-    """The output's attnkit dtype for inputs of `dtype`: the same 16-bit type, else fp32."""
-    return dtype if dtype in ("fp32", "fp16") else "bf16"
 
 
 def _shape(x, rank, name, layout):
     _require_array(x, name)
     if len(x.shape) != rank:
-        raise _error("AK1102", f"tensor '{name}' has rank {len(x.shape)}, expected {rank}", [_LAYOUT_HINTS[layout]])
+        raise _error("AK1102", name=name, rank=len(x.shape), expected=rank, layout=layout)
     return tuple(int(s) for s in x.shape)
+
+
+_MAX_PLANS = 256  # plans cached per distinct call shape; a server with ever-new shapes must not grow without bound
+
+
+def _block_sizes(block_q, block_k):
+    """(block_q, block_k) as ints, AK1008 when one is not a positive integer (before any division by it)."""
+    sizes = tuple(_integer(x, name, "AK1008", block_q=_shown(block_q), block_k=_shown(block_k))
+                  for x, name in ((block_q, "block_q"), (block_k, "block_k")))
+    if min(sizes) < 1:
+        raise _error("AK1008", block_q=sizes[0], block_k=sizes[1])
+    return sizes
+
+
+def _block_layout(block_layout):
+    """block_layout as (lists_batch, lists_heads) ints, or AK1014."""
+    try:
+        pair = () if isinstance(block_layout, (str, bytes)) else tuple(block_layout)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2:
+        raise _error("AK1014", name="block_layout", expected="a pair (lists_batch, lists_heads)",
+                     value=_shown(block_layout), type=type(block_layout).__name__)
+    return tuple(_integer(x, "block_layout") for x in pair)
 
 
 def block_sparse_from_mask(block_mask, seqlen_q, seqlen_k, block_q=128, block_k=128):
@@ -147,8 +217,11 @@ def block_sparse_from_mask(block_mask, seqlen_q, seqlen_k, block_q=128, block_k=
     lists_batch is 1 (shared by the sequences) or batch, lists_heads 1 or heads_q. Returns the int32
     numpy arrays (block_offsets [rows + 1], block_indices [nnz]) that attention() takes."""
     import numpy
+    _require_array(block_mask, "block_mask")
+    block_q, block_k = _block_sizes(block_q, block_k)
     mask = block_mask.cpu() if _arrays.framework(block_mask) == "torch" else block_mask
-    offsets, indices = _block_sparse_from_mask(mask, int(seqlen_q), int(seqlen_k), int(block_q), int(block_k))
+    offsets, indices = _block_sparse_from_mask(mask, _integer(seqlen_q, "seqlen_q"), _integer(seqlen_k, "seqlen_k"),
+                                               block_q, block_k)
     return numpy.asarray(offsets, dtype=numpy.int32), numpy.asarray(indices, dtype=numpy.int32)
 
 
@@ -157,10 +230,14 @@ def block_sparse_dense_mask(block_offsets, block_indices, block_layout, seqlen_q
     """The dense uint8 block mask [lists_batch, lists_heads, q blocks, k blocks] of host lists
     (block_layout = (lists_batch, lists_heads)): the inverse of block_sparse_from_mask."""
     import numpy
-    lists_batch, lists_heads = (int(x) for x in block_layout)
-    flat = _block_sparse_dense_mask(block_offsets, block_indices, lists_batch, lists_heads, int(seqlen_q),
-                                    int(seqlen_k), int(block_q), int(block_k))
-    nq, nk = -(-int(seqlen_q) // int(block_q)), -(-int(seqlen_k) // int(block_k))
+    _require_array(block_offsets, "block_offsets")
+    _require_array(block_indices, "block_indices")
+    lists_batch, lists_heads = _block_layout(block_layout)
+    block_q, block_k = _block_sizes(block_q, block_k)
+    seqlen_q, seqlen_k = _integer(seqlen_q, "seqlen_q"), _integer(seqlen_k, "seqlen_k")
+    flat = _block_sparse_dense_mask(block_offsets, block_indices, lists_batch, lists_heads, seqlen_q, seqlen_k,
+                                    block_q, block_k)
+    nq, nk = -(-seqlen_q // block_q), -(-seqlen_k // block_k)
     return numpy.asarray(flat, dtype=numpy.uint8).reshape(lists_batch, lists_heads, nq, nk)
 
 
@@ -170,8 +247,7 @@ def _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layou
     block_layout (lists_batch, lists_heads) defaults to what the number of offsets implies."""
     if block_mask is not None:
         if block_offsets is not None or block_indices is not None:
-            raise _error("AK1115", "block-sparse lists are invalid: give block_mask or block_offsets / block_indices, "
-                         "not both", ["pass the lists alone, or the dense block_mask alone"])
+            raise _error("AK1115", reason="give block_mask or block_offsets / block_indices, not both")
         _require_array(block_mask, "block_mask")
         block_layout = (int(block_mask.shape[0]), int(block_mask.shape[1])) if len(block_mask.shape) == 4 else None
         offsets, indices = block_sparse_from_mask(block_mask, seqlen_q, seqlen_k, block_q, block_k)
@@ -180,28 +256,28 @@ def _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layou
         return None, None, None
     _require_array(block_offsets, "block_offsets")
     _require_array(block_indices, "block_indices")
+    block_q, block_k = _block_sizes(block_q, block_k)
     if block_layout is None:
         rows = int(block_offsets.shape[0]) - 1 if len(block_offsets.shape) == 1 else -1
-        q_blocks = max(1, -(-seqlen_q // int(block_q)))
+        q_blocks = max(1, -(-seqlen_q // block_q))
         fits = sorted({(b, h) for b in {1, batch} for h in {1, heads_q} if b * h * q_blocks == rows})
         if len(fits) != 1:
             candidates = sorted({(b, h) for b in {1, batch} for h in {1, heads_q}})
             expected = (" or ".join(f"({b}, {h})" for b, h in fits) + " given as block_layout: both fit" if fits else
                         " or ".join(f"[{b * h * q_blocks + 1}] (block_layout=({b}, {h}))" for b, h in candidates))
-            raise _error("AK1103", f"tensor 'block_offsets' has shape [{rows + 1}], expected {expected}",
-                         ["pass block_layout=(lists_batch, lists_heads): (1, 1) shared by every sequence and head, "
-                          "(batch, heads_q) one list set per sequence and per head",
-                          f"block_offsets has (lists_batch * lists_heads * {q_blocks} query blocks) + 1 entries"])
+            raise _error("AK1103", name="block_offsets", shape=f"[{rows + 1}]", expected=expected)
         block_layout = fits[0]
-    return (int(block_q), int(block_k), int(block_layout[0]), int(block_layout[1])), block_offsets, block_indices
+    return (block_q, block_k) + _block_layout(block_layout), block_offsets, block_indices
 
 
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
-         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, out=None, layer=None,
+         cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, make_out=None, layer=None,
          block_sparse=None, block_offsets=None, block_indices=None):
     """Plans (once per call shape) and runs one call: with the selection for one call, or,
-    for a Deployment `layer`, with the plan of the layer's decision in force."""
+    for a Deployment `layer`, with the plan of the layer's decision in force. The problem
+    is validated before any output is allocated; `make_out(dtype)` returns (result, the
+    [b, s, h, d] view the kernel writes)."""
     for name, x in (("sinks", sinks), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                     ("block_table", block_table), ("cache_seqlens", seqlens_k)):
         if x is not None:  # q, k, v were checked by the caller's _shape
@@ -210,30 +286,37 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
         _register_torch_ops()
     dtype = _arrays.dtype_name(q)
     device = _arrays.device_kind(q)
-    requested = backend
+    requested = _backend_name(backend)
+    causal, return_lse = _flag(causal, "causal"), _flag(return_lse, "return_lse")
     left, right, softcap, softmax_scale = _options(window_size, softcap, softmax_scale)
     head_dim_qk, head_dim_v = int(q.shape[-1]), int(v.shape[-1])
-    key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, bool(causal),
-           left, right, softcap, softmax_scale, sinks is not None, bool(return_lse), page_size, block_sparse,
+    key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, causal,
+           left, right, softcap, softmax_scale, sinks is not None, return_lse, page_size, block_sparse,
            requested, _global_force() if requested == "auto" else "", device)
     plans = _plans if layer is None else layer._calls
     plan = plans.get(key)
     if plan is None:
         problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,
-                                dtype, bool(causal), (left, right), softcap, softmax_scale, sinks is not None,
-                                bool(return_lse), page_size, block_sparse)
+                                dtype, causal, (left, right), softcap, softmax_scale, sinks is not None,
+                                return_lse, page_size, block_sparse)
         plan = _plan(problem, requested, device) if layer is None else layer._bind(problem)
+        if len(plans) >= _MAX_PLANS:
+            plans.clear()
         plans[key] = plan
+    result, out = make_out(plan.out_dtype) if make_out else (None, None)
+    # Packed rows past cu_seqlens_q[-1] (padding) belong to no sequence and are not
+    # written: they read as a row that sees no key (output 0, LSE -inf), not old memory.
+    out_fill, lse_fill = (0.0, float("-inf")) if layout == "thd" else (None, None)
     if out is None:
-        out = _arrays.empty(q, out_shape, _output_dtype(dtype))
-    lse = _arrays.empty(q, lse_shape, "fp32") if return_lse else None
-    workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8") if plan.workspace_bytes else None
+        result = out = _arrays.empty(q, out_shape, plan.out_dtype, "out", out_fill)
+    lse = _arrays.empty(q, lse_shape, "fp32", "lse", lse_fill) if return_lse else None
+    workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8", "workspace") if plan.workspace_bytes else None
     refused = plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets,
                        block_indices, workspace, _arrays.current_stream(q))
     if refused:
         raise AttnkitError(refused)
     _last_backend.set(plan.backend)
-    return (out, lse) if return_lse else out
+    return (result, lse) if return_lse else result
 
 
 def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
@@ -294,10 +377,10 @@ def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     _, hkv, _ = _shape(k, 3, "k", "thd")
     dv = _shape(v, 3, "v", "thd")[-1]
     batch = _shape(cu_seqlens_q, 1, "cu_seqlens_q", "cu_seqlens")[0] - 1
+    max_q, max_k = _integer(max_seqlen_q, "max_seqlen_q"), _integer(max_seqlen_k, "max_seqlen_k")
     sparse, offsets, indices = _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layout,
-                                             block_mask, batch=batch, heads_q=hq, seqlen_q=int(max_seqlen_q),
-                                             seqlen_k=int(max_seqlen_k))
-    return _run("thd", q, k, v, batch=batch, seqlen_q=int(max_seqlen_q), seqlen_k=int(max_seqlen_k), heads_q=hq,
+                                             block_mask, batch=batch, heads_q=hq, seqlen_q=max_q, seqlen_k=max_k)
+    return _run("thd", q, k, v, batch=batch, seqlen_q=max_q, seqlen_k=max_k, heads_q=hq,
                 heads_kv=hkv, out_shape=(tq, hq, dv), lse_shape=(hq, tq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
                 cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, layer=layer, block_sparse=sparse,
@@ -327,8 +410,8 @@ def _attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, 
                 seqlens_k=cache_seqlens, layer=layer)
 
 
-def _unsupported(argument, reason, fixes):
-    return _error("AK1011", f"scaled_dot_product_attention: {argument} is not supported ({reason})", fixes)
+def _unsupported(argument, reason):
+    return _error("AK1011", argument=argument, reason=reason)
 
 
 def _sdpa(query, key, value, is_causal, scale, backend):
@@ -337,17 +420,18 @@ def _sdpa(query, key, value, is_causal, scale, backend):
     b, hq, sq, _ = _shape(query, 4, "query", "bhsd")
     _, hkv, sk, _ = _shape(key, 4, "key", "bhsd")
     dv = _shape(value, 4, "value", "bhsd")[-1]
+    is_causal = _flag(is_causal, "is_causal")
     if is_causal and sq != sk:
-        raise _unsupported("is_causal with seq_q != seq_k", "PyTorch aligns that mask top-left, attnkit bottom-right",
-                           ["pass equal query and key lengths, or call attnkit.attention(q, k, v, causal=True) on "
-                            "[batch, seq, heads, dim] views if bottom-right alignment (flash-attn's) is what you mean"])
-    dtype = _arrays.dtype_name(query)
-    out = _arrays.empty(query, (b, hq, sq, dv), _output_dtype(dtype))
-    q, k, v, o = (x.swapaxes(1, 2) for x in (query, key, value, out))
-    _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, out_shape=None,
-         lse_shape=None, causal=is_causal, window_size=None, softcap=0.0, softmax_scale=scale, sinks=None,
-         return_lse=False, backend=backend, out=o)
-    return out
+        raise _unsupported("is_causal with seq_q != seq_k", "PyTorch aligns that mask top-left, attnkit bottom-right")
+
+    def make_out(dtype):  # a contiguous [b, h, sq, dv] result, written through its [b, s, h, d] view
+        out = _arrays.empty(query, (b, hq, sq, dv), dtype, "out")
+        return out, out.swapaxes(1, 2)
+
+    q, k, v = (x.swapaxes(1, 2) for x in (query, key, value))
+    return _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv, out_shape=None,
+                lse_shape=None, causal=is_causal, window_size=None, softcap=0.0, softmax_scale=scale, sinks=None,
+                return_lse=False, backend=backend, make_out=make_out)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -364,15 +448,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     through torch.ops.attnkit.scaled_dot_product_attention, so torch.compile
     and CUDA graphs see one op."""
     if attn_mask is not None:
-        raise _unsupported("attn_mask", "arbitrary masks are not part of the SDPA drop-in",
-                           ["express the mask as is_causal, or call attnkit.attention with causal=True or "
-                            "window_size=(left, right) on [batch, seq, heads, dim] views"])
-    if dropout_p:
-        raise _unsupported(f"dropout_p={dropout_p}", "attnkit is an inference library",
-                           ["pass dropout_p=0.0 (the model in eval mode)"])
+        raise _unsupported("attn_mask", "arbitrary masks are not part of the SDPA drop-in")
+    try:
+        dropout = 0.0 if isinstance(dropout_p, (str, bytes)) else float(dropout_p)
+    except (TypeError, ValueError):
+        dropout = float("nan")
+    if isinstance(dropout_p, (str, bytes)) or dropout != 0.0:
+        raise _unsupported(f"dropout_p={_shown(dropout_p)}", "attnkit is an inference library: dropout_p must be 0.0")
     if _arrays.framework(query) == "torch":
         _register_torch_ops()
         import torch
-        return torch.ops.attnkit.scaled_dot_product_attention(query, key, value, bool(is_causal),
-                                                              None if scale is None else float(scale), backend)
-    return _sdpa(query, key, value, bool(is_causal), scale, backend)
+        return torch.ops.attnkit.scaled_dot_product_attention(query, key, value, _flag(is_causal, "is_causal"),
+                                                              None if scale is None else _number(scale, "AK1006", "scale"),
+                                                              _backend_name(backend))
+    return _sdpa(query, key, value, is_causal, scale, backend)

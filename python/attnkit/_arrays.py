@@ -28,8 +28,42 @@ def device_kind(x):
     return "cpu"
 
 
-def empty(like, shape, dtype):
-    """An uninitialised array of `shape` and attnkit dtype `dtype` in `like`'s framework and device."""
+_ITEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "uint8": 1, "int32": 4, "fp64": 8}
+
+
+def _refused(diagnostics):
+    from ._errors import AttnkitError
+    return AttnkitError(diagnostics)
+
+
+def empty(like, shape, dtype, name, fill=None):
+    """An array `name` of `shape` and attnkit dtype `dtype` in `like`'s framework and device,
+    uninitialised or filled with `fill`. Host memory is checked before allocating (AK1013),
+    and a framework's own out-of-memory error becomes AK1013 (AK6001 on a GPU)."""
+    from ._attnkit import check_host_allocation, diagnose, host_allocation_failed
+    nbytes = _ITEM_BYTES.get(dtype, 8)
+    for s in shape:
+        nbytes *= int(s)
+    what = f"the output '{name}' {tuple(int(s) for s in shape)}"
+    if device_kind(like) == "cpu":
+        refused = check_host_allocation(what, min(nbytes, 2**63 - 1))
+        if refused:
+            raise _refused(refused)
+    try:
+        a = _allocate(like, shape, dtype, name)
+        if fill is not None:
+            a[...] = fill
+        return a
+    except MemoryError:
+        raise _refused([host_allocation_failed(what, min(nbytes, 2**63 - 1))]) from None
+    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
+        if "out of memory" not in str(e).lower():
+            raise
+        raise _refused([diagnose("AK6001", {"call": f"allocating {what} ({nbytes} bytes)",
+                                            "error": str(e).splitlines()[0]})]) from None
+
+
+def _allocate(like, shape, dtype, name):
     fw = framework(like)
     if fw == "torch":
         import torch
@@ -42,11 +76,10 @@ def empty(like, shape, dtype):
                                         "int32": "int32", "fp64": "float64"}[dtype])
     import numpy
     if dtype == "bf16":
-        from ._errors import AttnkitError
-        raise AttnkitError([{
-            "code": "AK1104", "severity": "error",
-            "message": "numpy has no bfloat16 output type for a bf16 result",
-            "solutions": ["pass float32 or float16 numpy arrays, or torch tensors for bf16"]}])
+        from ._attnkit import diagnose
+        raise _refused([diagnose("AK1104", {"name": name, "dtype": "bf16 (the result of these inputs)",
+                                            "expected": "a dtype numpy has: pass float32 or float16 numpy arrays, "
+                                                        "or torch tensors for bf16"})])
     return numpy.empty(shape, dtype={"fp32": "float32", "fp16": "float16", "uint8": "uint8",
                                      "int32": "int32", "fp64": "float64"}[dtype])
 

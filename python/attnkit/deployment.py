@@ -19,6 +19,7 @@ import json
 import weakref
 
 from ._attnkit import Deployment as _NativeDeployment
+from ._text import utf8
 
 _layer_ids = itertools.count()
 # Layers by id, for the torch custom ops (attnkit.torch), which can carry an int but not an object.
@@ -29,7 +30,7 @@ def engine_args(model, platform, flags):
     """Engine flags as `attnkit check` takes them, from keywords with the engine's names
     (attention_backend="fa" -> --attention-backend fa; True -> a bare switch; a dict, e.g.
     skip_softmax_params or attention_backend_config, -> JSON)."""
-    args = ["--model", str(model)] + (["--platform", platform] if platform else [])
+    args = ["--model", str(model)] + (["--platform", str(platform)] if platform else [])
     for key, value in flags.items():
         flag = "--" + key.replace("_", "-")
         if value is True:
@@ -38,7 +39,7 @@ def engine_args(model, platform, flags):
             args += [flag, json.dumps(value)]
         elif value is not False and value is not None:  # 0 is a value (ring_degree=0 is refused, not dropped)
             args += [flag, str(value)]
-    return args
+    return [utf8(a) for a in args]
 
 
 def _config_text(params):
@@ -74,7 +75,7 @@ class Layer:
         return self._native.bind(problem)
 
     def _causal(self, causal):
-        return self.causal if causal is None else bool(causal)
+        return self.causal if causal is None else causal  # attnkit._run refuses a non-bool (AK1014)
 
     def __call__(self, q, k, v, *, causal=None, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
                  return_lse=False):

@@ -87,6 +87,10 @@ def attention(q, k, v, comm, *, ring_degree=1, ulysses_degree=1, causal=False, w
     _, sk_local, hkv, _ = attnkit._shape(k, 4, "k", "bshd")
     dv = attnkit._shape(v, 4, "v", "bshd")[-1]
     dtype, device = _arrays.dtype_name(q), _arrays.device_kind(q)
+    causal, return_lse, backend = attnkit._flag(causal, "causal"), attnkit._flag(return_lse, "return_lse"), \
+        attnkit._backend_name(backend)
+    ring_degree, ulysses_degree, replicated_tokens = (attnkit._integer(x, name) for x, name in (
+        (ring_degree, "ring_degree"), (ulysses_degree, "ulysses_degree"), (replicated_tokens, "replicated_tokens")))
     left, right, softcap, softmax_scale = attnkit._options(window_size, softcap, softmax_scale)
     key = (id(comm), b, sq_local, sk_local, hq, hkv, int(q.shape[-1]), dv, dtype, bool(causal), left, right, softcap,
            softmax_scale, sinks is not None, bool(return_lse), ring_degree, ulysses_degree, replicated_tokens,
@@ -103,9 +107,9 @@ def attention(q, k, v, comm, *, ring_degree=1, ulysses_degree=1, causal=False, w
                           comm)
         entry = _plans[key] = (plan, comm)  # comm held too, so id(comm) stays its own
     plan = entry[0]
-    out = _arrays.empty(q, (b, sq_local, hq, dv), attnkit._output_dtype(dtype))
-    lse = _arrays.empty(q, (b, hq, sq_local), "fp32") if return_lse else None
-    workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8") if plan.workspace_bytes else None
+    out = _arrays.empty(q, (b, sq_local, hq, dv), plan.out_dtype, "out")
+    lse = _arrays.empty(q, (b, hq, sq_local), "fp32", "lse") if return_lse else None
+    workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8", "workspace") if plan.workspace_bytes else None
     refused = plan.run(q, k, v, out, lse, sinks, None, None, None, None, None, None, workspace,
                        _arrays.current_stream(q))
     if refused:

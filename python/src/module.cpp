@@ -4,6 +4,7 @@
 // failure is raised as attnkit.AttnkitError carrying the catalogued diagnostics.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -13,13 +14,15 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
-#include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <tuple>
 
 #include "attnkit/backends/cudnn.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/dlpack.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "attnkit/runtime/deployment.hpp"
 #include "attnkit/dist/sequence_parallel.hpp"
 #include "attnkit/select/selector.hpp"
@@ -53,10 +56,28 @@ nb::dict to_dict(const Diagnostic& d) {
   return out;
 }
 
-std::optional<TensorView> view_of(const std::optional<nb::ndarray<>>& a, const char* name) {
+std::string python_type_name(nb::handle h) {
+  return nb::cast<std::string>(nb::handle(Py_TYPE(h.ptr())).attr("__name__"));
+}
+
+using In = nb::ndarray<nb::ro>;  // inputs may be read-only
+using Out = nb::ndarray<>;
+
+// `h` as a DLPack-backed array, or AK1112 naming the argument (nanobind's own
+// failure would be a TypeError): None stays none.
+template <class Array>
+std::optional<Array> array_of(nb::handle h, const char* name) {
+  if (h.is_none()) return std::nullopt;
+  Array a;
+  if (!nb::try_cast(h, a)) raise(diagnose("AK1112", {{"name", name}, {"type", python_type_name(h)}}));
+  return a;
+}
+
+template <class Array>
+std::optional<TensorView> view_of(const std::optional<Array>& a, const char* name) {
   if (!a) return std::nullopt;
   DLTensor t{};
-  t.data = a->data();
+  t.data = const_cast<void*>(static_cast<const void*>(a->data()));
   t.ndim = static_cast<int32_t>(a->ndim());
   t.dtype = DLDataType{a->dtype().code, a->dtype().bits, a->dtype().lanes};
   t.device = DLDevice{static_cast<DLDeviceType>(a->device_type()), a->device_id()};
@@ -67,41 +88,46 @@ std::optional<TensorView> view_of(const std::optional<nb::ndarray<>>& a, const c
   }
   t.shape = shape.data();
   t.strides = strides.data();
-  auto v = from_dlpack(t);
-  if (!v) {
-    Diagnostics why = v.diagnostics();
-    for (auto& d : const_cast<std::vector<Diagnostic>&>(why.items())) d.message = std::string(name) + ": " + d.message;
-    raise(why);
-  }
+  auto v = from_dlpack(t, name);
+  if (!v) raise(v.diagnostics());
   return *v;
 }
 
-using OptArray = std::optional<nb::ndarray<>>;
-
-// The arrays of one call as the views a Plan runs on.
+// The arrays of one call, converted one by one (so a refusal names the
+// argument) and kept referenced until the run returns, and the views a Plan
+// runs on.
 struct CallArrays {
+  std::optional<In> q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets, block_indices;
+  std::optional<Out> out, lse, workspace_array;
   AttentionTensors tensors;
   Workspace workspace;
 };
 
-CallArrays bind_arrays(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse,
-                       OptArray sinks, OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table,
-                       OptArray seqlens_k, OptArray block_offsets, OptArray block_indices, OptArray workspace) {
+CallArrays bind_arrays(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse, nb::handle sinks,
+                       nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
+                       nb::handle block_offsets, nb::handle block_indices, nb::handle workspace) {
   CallArrays c;
+  c.q = array_of<In>(q, "q"), c.k = array_of<In>(k, "k"), c.v = array_of<In>(v, "v");
+  c.sinks = array_of<In>(sinks, "sinks");
+  c.cu_seqlens_q = array_of<In>(cu_seqlens_q, "cu_seqlens_q"), c.cu_seqlens_k = array_of<In>(cu_seqlens_k, "cu_seqlens_k");
+  c.block_table = array_of<In>(block_table, "block_table"), c.seqlens_k = array_of<In>(seqlens_k, "cache_seqlens");
+  c.block_offsets = array_of<In>(block_offsets, "block_offsets");
+  c.block_indices = array_of<In>(block_indices, "block_indices");
+  c.out = array_of<Out>(out, "out"), c.lse = array_of<Out>(lse, "lse");
+  c.workspace_array = array_of<Out>(workspace, "workspace");
   AttentionTensors& t = c.tensors;
-  t.q = *view_of(q, "q");
-  t.k = *view_of(k, "k");
-  t.v = *view_of(v, "v");
-  t.out = *view_of(out, "out");
-  if (auto x = view_of(lse, "lse")) t.lse = *x;
-  if (auto x = view_of(sinks, "sinks")) t.sinks = *x;
-  if (auto x = view_of(cu_seqlens_q, "cu_seqlens_q")) t.cu_seqlens_q = *x;
-  if (auto x = view_of(cu_seqlens_k, "cu_seqlens_k")) t.cu_seqlens_k = *x;
-  if (auto x = view_of(block_table, "block_table")) t.block_table = *x;
-  if (auto x = view_of(seqlens_k, "seqlens_k")) t.seqlens_k = *x;
-  if (auto x = view_of(block_offsets, "block_offsets")) t.block_offsets = *x;
-  if (auto x = view_of(block_indices, "block_indices")) t.block_indices = *x;
-  if (workspace) c.workspace = {static_cast<std::byte*>(workspace->data()), workspace->nbytes()};
+  for (auto [view, array, name] : {std::tuple<TensorView*, const std::optional<In>*, const char*>{&t.q, &c.q, "q"},
+                                   {&t.k, &c.k, "k"}, {&t.v, &c.v, "v"}, {&t.sinks, &c.sinks, "sinks"},
+                                   {&t.cu_seqlens_q, &c.cu_seqlens_q, "cu_seqlens_q"},
+                                   {&t.cu_seqlens_k, &c.cu_seqlens_k, "cu_seqlens_k"},
+                                   {&t.block_table, &c.block_table, "block_table"},
+                                   {&t.seqlens_k, &c.seqlens_k, "cache_seqlens"},
+                                   {&t.block_offsets, &c.block_offsets, "block_offsets"},
+                                   {&t.block_indices, &c.block_indices, "block_indices"}})
+    if (auto x = view_of(*array, name)) *view = *x;
+  if (auto x = view_of(c.out, "out")) t.out = *x;
+  if (auto x = view_of(c.lse, "lse")) t.lse = *x;
+  if (c.workspace_array) c.workspace = {static_cast<std::byte*>(c.workspace_array->data()), c.workspace_array->nbytes()};
   return c;
 }
 
@@ -123,9 +149,9 @@ struct PyRunnable {
   virtual ~PyRunnable() = default;
   virtual Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) = 0;
 
-  nb::list run(nb::ndarray<> q, nb::ndarray<> k, nb::ndarray<> v, nb::ndarray<> out, OptArray lse, OptArray sinks,
-               OptArray cu_seqlens_q, OptArray cu_seqlens_k, OptArray block_table, OptArray seqlens_k,
-               OptArray block_offsets, OptArray block_indices, OptArray workspace, std::uintptr_t stream) {
+  nb::list run(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse, nb::handle sinks,
+               nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
+               nb::handle block_offsets, nb::handle block_indices, nb::handle workspace, std::uintptr_t stream) {
     const CallArrays c = bind_arrays(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k,
                                      block_offsets, block_indices, workspace);
     Diagnostics ran;
@@ -146,6 +172,7 @@ struct PyPlan final : PyRunnable {
   Platform platform;
 
   std::size_t workspace_bytes() const { return plan->workspace_bytes(); }
+  std::string out_dtype() const { return std::string(dtype_name(plan->problem().out_dtype())); }
   std::string device() const { return device_of(platform); }
   Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) override {
     return plan->run(t, ws, stream);
@@ -161,6 +188,7 @@ struct PyLayerCall final : PyRunnable {
   Problem problem;
 
   std::string backend() const { return std::string(layer->backend().name()); }
+  std::string out_dtype() const { return std::string(dtype_name(problem.out_dtype())); }
   std::size_t workspace_bytes() const {
     auto plan = layer->plan(problem);
     if (!plan) raise(plan.diagnostics());
@@ -171,29 +199,36 @@ struct PyLayerCall final : PyRunnable {
   }
 };
 
-Problem make_problem(const std::string& layout, int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
-                     int head_dim_qk, int head_dim_v, const std::string& dtype, bool causal,
-                     std::pair<int, int> window, float softcap, std::optional<float> scale, bool has_sinks,
-                     bool return_lse, std::optional<int> page_size,
-                     std::optional<std::tuple<int, int, int, int>> block_sparse) {
+// A Python size (any int64) as the int a Problem holds, or AK1012.
+int int32_arg(const char* field, std::int64_t value) {
+  if (value >= INT32_MIN && value <= INT32_MAX) return static_cast<int>(value);
+  raise(diagnose("AK1012", {{"what", field}, {"value", std::to_string(value)},
+                            {"limit", "the int32 range [-2147483648, 2147483647]"}}));
+}
+
+Problem make_problem(const std::string& layout, std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                     std::int64_t heads_q, std::int64_t heads_kv, std::int64_t head_dim_qk, std::int64_t head_dim_v,
+                     const std::string& dtype, bool causal, std::pair<std::int64_t, std::int64_t> window, float softcap,
+                     std::optional<float> scale, bool has_sinks, bool return_lse, std::optional<std::int64_t> page_size,
+                     std::optional<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> block_sparse) {
   Problem p;
   const auto l = parse_layout(layout);
   if (!l) raise(diagnose("AK1102", {{"name", "q"}, {"rank", "?"}, {"expected", "bshd, bhsd or thd"}, {"layout", layout}}));
   p.layout = *l;
-  p.batch = batch;
-  p.seqlen_q = seqlen_q;
-  p.seqlen_k = seqlen_k;
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
-  p.head_dim_qk = head_dim_qk;
-  p.head_dim_v = head_dim_v;
+  p.batch = int32_arg("batch", batch);
+  p.seqlen_q = int32_arg("seqlen_q", seqlen_q);
+  p.seqlen_k = int32_arg("seqlen_k", seqlen_k);
+  p.heads_q = int32_arg("heads_q", heads_q);
+  p.heads_kv = int32_arg("heads_kv", heads_kv);
+  p.head_dim_qk = int32_arg("head_dim_qk", head_dim_qk);
+  p.head_dim_v = int32_arg("head_dim_v", head_dim_v);
+  const int left = int32_arg("window_size[0]", window.first), right = int32_arg("window_size[1]", window.second);
   const auto t = parse_dtype(dtype);
   if (!t) raise(diagnose("AK1007", {{"role", "q"}, {"dtype", dtype}, {"reason", "unknown dtype"}}));
   p.dtype = *t;
-  const bool windowed = window.first >= 0 || window.second >= 0;
-  if (windowed) {
+  if (left != -1 || right != -1) {  // any other value is a window, or refused as one (AK1004)
     p.mask = MaskKind::sliding_window;
-    p.window = {window.first, causal ? 0 : window.second};
+    p.window = {left, causal ? 0 : right};
   } else if (causal) {
     p.mask = MaskKind::causal;
   }
@@ -201,10 +236,11 @@ Problem make_problem(const std::string& layout, int batch, int seqlen_q, int seq
   p.scale = scale;
   p.has_sinks = has_sinks;
   p.return_lse = return_lse;
-  if (page_size) p.paged_kv = PagedKv{*page_size};
+  if (page_size) p.paged_kv = PagedKv{int32_arg("page_size", *page_size)};
   if (block_sparse) {
     const auto [block_q, block_k, lists_batch, lists_heads] = *block_sparse;
-    p.block_sparse = BlockSparse{block_q, block_k, lists_batch, lists_heads};
+    p.block_sparse = BlockSparse{int32_arg("block_q", block_q), int32_arg("block_k", block_k),
+                                 int32_arg("block_layout[0]", lists_batch), int32_arg("block_layout[1]", lists_heads)};
   }
   Diagnostics why = validate_problem(p);
   if (!why.ok()) raise(why);
@@ -229,48 +265,56 @@ PyPlan make_plan(const Problem& p, const std::string& backend, const std::string
 nb::object from_json(const std::string& text) { return nb::module_::import_("json").attr("loads")(text); }
 
 // The Problem the block-sparse helpers need: the list layout and the lengths.
-Problem lists_problem(int lists_batch, int lists_heads, int seqlen_q, int seqlen_k, int block_q, int block_k) {
+Problem lists_problem(std::int64_t lists_batch, std::int64_t lists_heads, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                      std::int64_t block_q, std::int64_t block_k) {
   Problem p;
-  p.batch = lists_batch;
-  p.heads_q = p.heads_kv = lists_heads;
-  p.seqlen_q = seqlen_q;
-  p.seqlen_k = seqlen_k;
-  p.block_sparse = BlockSparse{block_q, block_k, lists_batch, lists_heads};
+  p.batch = int32_arg("block_layout[0]", lists_batch);
+  p.heads_q = p.heads_kv = int32_arg("block_layout[1]", lists_heads);
+  p.seqlen_q = int32_arg("seqlen_q", seqlen_q);
+  p.seqlen_k = int32_arg("seqlen_k", seqlen_k);
+  p.block_sparse = BlockSparse{int32_arg("block_q", block_q), int32_arg("block_k", block_k), p.batch, p.heads_q};
   Diagnostics why = validate_problem(p);
   if (!why.ok()) raise(why);
   return p;
 }
 
 // A dense uint8 block mask (host) [lists_batch, lists_heads, q blocks, k blocks] as CSR lists.
-std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> sparse_from_mask(nb::ndarray<> mask, int seqlen_q,
-                                                                                 int seqlen_k, int block_q,
-                                                                                 int block_k) {
-  const TensorView m = *view_of(mask, "block_mask");
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> sparse_from_mask(nb::handle mask, std::int64_t seqlen_q,
+                                                                                 std::int64_t seqlen_k,
+                                                                                 std::int64_t block_q,
+                                                                                 std::int64_t block_k) {
+  const auto array = array_of<In>(mask, "block_mask");
+  if (!array) raise(diagnose("AK1101", {{"name", "block_mask"}, {"reason", "got None; pass a uint8 host array"}}));
+  const TensorView m = *view_of(array, "block_mask");
   if (m.rank != 4)
     raise(diagnose("AK1102", {{"name", "block_mask"}, {"rank", std::to_string(m.rank)}, {"expected", "4"},
                               {"layout", "[lists_batch, lists_heads, q blocks, k blocks]"}}));
-  if (m.device.kind == DeviceKind::cuda)
-    raise(diagnose("AK1105", {{"name", "block_mask"}, {"device", device_name(m.device)}, {"expected", "cpu"}}));
-  const Problem p = lists_problem(static_cast<int>(m.shape[0]), static_cast<int>(m.shape[1]), seqlen_q, seqlen_k,
-                                  block_q, block_k);
+  const Problem p = lists_problem(m.shape[0], m.shape[1], seqlen_q, seqlen_k, block_q, block_k);
   BlockSparseLists lists = value_or_raise(block_sparse_from_mask(p, m));
   return {std::move(lists.offsets), std::move(lists.indices)};
 }
 
 // CSR lists (host) as the flat contents of the dense mask of sparse_from_mask.
-std::vector<std::uint8_t> sparse_dense_mask(nb::ndarray<> offsets, nb::ndarray<> indices, int lists_batch,
-                                            int lists_heads, int seqlen_q, int seqlen_k, int block_q, int block_k) {
+std::vector<std::uint8_t> sparse_dense_mask(nb::handle offsets, nb::handle indices, std::int64_t lists_batch,
+                                            std::int64_t lists_heads, std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                            std::int64_t block_q, std::int64_t block_k) {
   const Problem p = lists_problem(lists_batch, lists_heads, seqlen_q, seqlen_k, block_q, block_k);
-  const HostTensor mask = value_or_raise(
-      block_sparse_dense_mask(p, *view_of(offsets, "block_offsets"), *view_of(indices, "block_indices")));
+  const auto off = array_of<In>(offsets, "block_offsets"), idx = array_of<In>(indices, "block_indices");
+  for (auto [a, name] : {std::pair{&off, "block_offsets"}, {&idx, "block_indices"}})
+    if (!*a) raise(diagnose("AK1101", {{"name", name}, {"reason", "got None; pass an int32 host array"}}));
+  const HostTensor mask =
+      value_or_raise(block_sparse_dense_mask(p, *view_of(off, "block_offsets"), *view_of(idx, "block_indices")));
   const auto* bytes = mask.view().ptr<const std::uint8_t>();
   return {bytes, bytes + mask.view().numel()};
 }
 
 // A sequence-parallel plan over `comm` (attnkit.dist): collective, every rank
 // calls it with the same problem; the platform follows where the data lives.
-PyPlan make_dist_plan(const Problem& p, int ring, int ulysses, int replicated, const std::string& backend,
-                      const std::string& device, int device_index, std::shared_ptr<dist::Communicator> comm) {
+PyPlan make_dist_plan(const Problem& p, std::int64_t ring_arg, std::int64_t ulysses_arg, std::int64_t replicated_arg,
+                      const std::string& backend, const std::string& device, int device_index,
+                      std::shared_ptr<dist::Communicator> comm) {
+  const int ring = int32_arg("ring_degree", ring_arg), ulysses = int32_arg("ulysses_degree", ulysses_arg),
+            replicated = int32_arg("replicated_tokens", replicated_arg);
   std::optional<Platform> platform = device == "cuda" ? detect_cuda_platform() : detect_cpu_platform();
   if (!platform)
     raise(diagnose("AK6002", {{"reason", "the arrays are on a CUDA device but no usable GPU or CUDA build was found"}}));
@@ -329,21 +373,14 @@ nb::dict page_dict(const CatalogEntry& e) {
   return d;
 }
 
-bool looks_like_code(const std::string& text) {
-  return text.size() == 6 && (text[0] == 'A' || text[0] == 'a') && (text[1] == 'K' || text[1] == 'k') &&
-         std::all_of(text.begin() + 2, text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
+// A code's page (a dict), or the pages covering an error text, best first
+// (dicts with 'score' and 'matched'); AK0001 / AK0004 raised as explain_text says.
 nb::object explain(const std::string& text) {
-  if (looks_like_code(text)) {
-    std::string code = text;
-    code[0] = 'A', code[1] = 'K';
-    const CatalogEntry* e = find_catalog_entry(code);
-    if (e == nullptr) raise(diagnose("AK0000", {{"code", text}}));
-    return page_dict(*e);
-  }
+  Result<Explanation> found = explain_text(text);
+  if (!found) raise(found.diagnostics());
+  if (found->page) return page_dict(*found->page);
   nb::list out;
-  for (const CatalogMatch& m : search_catalog(text)) {
+  for (const CatalogMatch& m : found->matches) {
     nb::dict d = page_dict(*m.entry);
     d["score"] = m.score;
     d["matched"] = m.matched;
@@ -357,15 +394,28 @@ nb::object explain(const std::string& text) {
 NB_MODULE(_attnkit, m) {
   m.doc() = "attnkit native module (use the `attnkit` package, not this module)";
 
+  // Every failure leaves as AttnkitError with a code: refusals, and whatever
+  // C++ exception escaped them (out of memory: AK1013; anything else: AK0003).
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const DiagnosticError& e) {
+    auto raise_python = [](const Diagnostics& why) {
       nb::list diags;
-      for (const Diagnostic& d : e.diagnostics) diags.append(to_dict(d));
+      for (const Diagnostic& d : why) diags.append(to_dict(d));
       nb::object cls = nb::module_::import_("attnkit._errors").attr("AttnkitError");
       nb::object err = cls(diags);
       PyErr_SetObject(cls.ptr(), err.ptr());
+    };
+    try {
+      std::rethrow_exception(p);
+    } catch (const DiagnosticError& e) {
+      raise_python(e.diagnostics);
+    } catch (const nb::python_error&) {
+      throw;  // a Python exception raised inside: nanobind restores it
+    } catch (const nb::builtin_exception&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      raise_python(host_allocation_failed("this call", -1));
+    } catch (const std::exception& e) {
+      raise_python(diagnose("AK0003", {{"detail", e.what()}}));
     }
   });
 
@@ -396,7 +446,8 @@ NB_MODULE(_attnkit, m) {
       .def_prop_ro("backend", [](const PyPlan& p) { return p.backend; })
       .def_prop_ro("device", &PyPlan::device)
       .def_prop_ro("platform", [](const PyPlan& p) { return p.platform.label(); })
-      .def_prop_ro("workspace_bytes", &PyPlan::workspace_bytes);
+      .def_prop_ro("workspace_bytes", &PyPlan::workspace_bytes)
+      .def_prop_ro("out_dtype", &PyPlan::out_dtype);
 
   m.def("plan", &make_plan, nb::arg("problem"), nb::arg("backend"), nb::arg("device"));
 
@@ -407,7 +458,8 @@ NB_MODULE(_attnkit, m) {
 
   nb::class_<PyLayerCall, PyRunnable>(m, "LayerCall")
       .def_prop_ro("backend", &PyLayerCall::backend)
-      .def_prop_ro("workspace_bytes", &PyLayerCall::workspace_bytes);
+      .def_prop_ro("workspace_bytes", &PyLayerCall::workspace_bytes)
+      .def_prop_ro("out_dtype", &PyLayerCall::out_dtype);
 
   nb::class_<runtime::AttentionLayer>(m, "AttentionLayer")
       .def_prop_ro("component", &runtime::AttentionLayer::component)
@@ -501,4 +553,19 @@ NB_MODULE(_attnkit, m) {
   m.def("explain", &explain, nb::arg("text"),
         "A code's catalog page (a dict), or for any other text the pages covering that error message, best first "
         "(a list of dicts with 'score' and 'matched').");
+  // The catalogued diagnostic `code` with its template filled from `args`: the
+  // Python layer's refusals read the same pages as the C++ ones.
+  m.def("diagnose", [](const std::string& code, const std::map<std::string, std::string>& args) {
+    const std::vector<std::pair<std::string_view, std::string>> list(args.begin(), args.end());
+    return to_dict(diagnose_args(code, list));
+  });
+  m.def("host_allocation_failed", [](const std::string& what, std::int64_t bytes) {
+    return to_dict(host_allocation_failed(what, bytes));
+  });
+  // Empty when `bytes` of host memory are available, else the AK1013 diagnostics.
+  m.def("check_host_allocation", [](const std::string& what, std::int64_t bytes) {
+    nb::list out;
+    for (const Diagnostic& d : check_host_allocation(what, bytes)) out.append(to_dict(d));
+    return out;
+  });
 }

@@ -114,9 +114,12 @@ def test_explain_text_returns_ranked_pages_and_a_code_its_page():
     assert page["code"] == "AK4001" and page["engine_messages"]
     matches = attnkit.explain("ring parallelism requires the FlashAttention backend")
     assert matches[0]["code"] == "AK4001" and 0 < matches[0]["score"] <= 1
-    assert attnkit.explain("the weather in paris is lovely") == []
-    with pytest.raises(attnkit.AttnkitError):
+    with pytest.raises(attnkit.AttnkitError) as none:
+        attnkit.explain("the weather in paris is lovely")
+    assert none.value.code == "AK0004"
+    with pytest.raises(attnkit.AttnkitError) as unknown:
         attnkit.explain("AK" + "9" * 4)  # a code the catalog does not have
+    assert unknown.value.code == "AK0001"
 
 
 @pytest.mark.parametrize("sm", [70, 75])

@@ -86,7 +86,7 @@ int execute(const BackendsOptions& o) {
   if (o.format == "json") {
     nlohmann::json j = {{"backends", list}};
     if (platform) j["platform"] = platform->label();
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   if (platform) std::cout << "backends for " << platform->label() << " (" << platform->device_name << ")\n";

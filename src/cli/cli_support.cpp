@@ -11,6 +11,7 @@
 namespace attnkit::cli {
 
 std::optional<std::vector<int>> parse_int_list(const std::string& text) {
+  if (text.empty() || text.back() == ',') return std::nullopt;  // getline drops a trailing empty element
   std::vector<int> out;
   std::stringstream ss(text);
   std::string item;
@@ -27,6 +28,14 @@ std::optional<std::vector<int>> parse_int_list(const std::string& text) {
   return out;
 }
 
+std::string requested_format(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--format=json" || (a == "--format" && i + 1 < argc && std::string(argv[i + 1]) == "json")) return "json";
+  }
+  return "text";
+}
+
 int print_diagnostics(const Diagnostics& diagnostics, const std::string& format) {
   if (format == "json") {
     nlohmann::json list = nlohmann::json::array();
@@ -37,7 +46,7 @@ int print_diagnostics(const Diagnostics& diagnostics, const std::string& format)
                       {"meaning", d.meaning},
                       {"solutions", d.solutions},
                       {"example", d.example}});
-    std::cout << nlohmann::json{{"ok", diagnostics.ok()}, {"diagnostics", list}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"ok", diagnostics.ok()}, {"diagnostics", list}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (const Diagnostic& d : diagnostics) {
       std::cout << d.code << " " << severity_name(d.severity) << ": " << d.message << "\n";
@@ -50,10 +59,11 @@ int print_diagnostics(const Diagnostics& diagnostics, const std::string& format)
 
 std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads) {
   std::vector<std::pair<int, int>> heads;
-  const int total = p.batch * p.heads_q, n = std::min(total, std::max(1, max_heads));
+  const std::int64_t total = std::int64_t{p.batch} * p.heads_q;  // 64 bits: b * h can pass 2^31
+  const int n = static_cast<int>(std::min<std::int64_t>(total, std::max(1, max_heads)));
   for (int i = 0; i < n; ++i) {
-    const int flat = static_cast<int>(static_cast<long long>(i) * total / n);
-    heads.emplace_back(flat / p.heads_q, flat % p.heads_q);
+    const std::int64_t flat = i * total / n;  // i < 2^31, total < 2^62: no overflow
+    heads.emplace_back(static_cast<int>(flat / p.heads_q), static_cast<int>(flat % p.heads_q));
   }
   return heads;
 }

@@ -10,8 +10,16 @@
 
 namespace attnkit::cli {
 
-// "5,0,-1" -> {5, 0, -1}; nothing on any malformed element.
+// "5,0,-1" -> {5, 0, -1}; nothing on any malformed or empty element
+// (including a trailing comma) or on an empty text.
 std::optional<std::vector<int>> parse_int_list(const std::string& text);
+
+// The exit status of a command line that could not be used (AK0002, AK3107).
+inline constexpr int kUsageExit = 2;
+
+// "json" when argv asks for --format json (read before parsing, so that even a
+// usage error is printed in the requested format), else "text".
+std::string requested_format(int argc, const char* const* argv);
 
 // Prints diagnostics (text: code, message, solutions; json: the design's
 // diagnostics array under {"ok": false}) to stdout and returns exit code 1

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/diagnostic.hpp"
+#include "cli_support.hpp"
 #include "commands.hpp"
 
 namespace attnkit::cli {
@@ -52,7 +53,11 @@ nlohmann::json page_json(const CatalogEntry& e) {
 }
 
 int explain(const std::string& text, const std::string& format) {
-  const std::vector<CatalogMatch> matches = search_catalog(text);
+  const Result<Explanation> found = explain_text(text);
+  if (!found) return print_diagnostics(found.diagnostics(), format);
+  // A code is its page, as the one match with score 1.
+  const std::vector<CatalogMatch> matches =
+      found->page ? std::vector<CatalogMatch>{{found->page, 1.0, found->page->code}} : found->matches;
   if (format == "json") {
     nlohmann::json list = nlohmann::json::array();
     for (const CatalogMatch& m : matches) {
@@ -61,12 +66,9 @@ int explain(const std::string& text, const std::string& format) {
       j["matched"] = m.matched;
       list.push_back(j);
     }
-    std::cout << nlohmann::json{{"query", text}, {"matches", list}}.dump(2) << "\n";
-    return matches.empty() ? 1 : 0;
-  }
-  if (matches.empty()) {
-    std::cerr << "explain: no catalog page covers '" << text << "'; `attnkit explain --list` lists the codes\n";
-    return 1;
+    std::cout << nlohmann::json{{"query", text}, {"matches", list}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+    return 0;
   }
   if (matches.size() > 1) {
     std::cout << matches.size() << " pages match, best first:\n";
@@ -98,8 +100,10 @@ void add_explain_command(CLI::App& app, int& exit_code) {
       return;
     }
     if (text.empty()) {
-      std::cerr << "explain: give a code (attnkit explain AK4001), an error message, or --list\n";
-      exit_code = 2;
+      print_diagnostics(diagnose("AK0002", {{"command", "attnkit explain"},
+                                            {"detail", "give a code (attnkit explain AK4001), an error message, or --list"}}),
+                        *format);
+      exit_code = kUsageExit;
       return;
     }
     exit_code = explain(text, *format);

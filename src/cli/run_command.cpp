@@ -10,6 +10,7 @@
 
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/error_stats.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "attnkit/core/host_tensor.hpp"
 #include "attnkit/platform/device_problem_data.hpp"
 #include "attnkit/select/selector.hpp"
@@ -21,7 +22,11 @@ namespace attnkit::cli {
 namespace {
 
 struct RunOptions {
-  int batch = 2, heads = 16, kv_heads = 4, seqlen = 1024, kv_seqlen = 0, head_dim = 128, v_head_dim = 0;
+  // kv_heads, kv_seqlen and v_head_dim follow heads, seqlen and head_dim
+  // unless given (see given_*); so do batch and seqlen under --varlen.
+  int batch = 2, heads = 16, kv_heads = 0, seqlen = 1024, kv_seqlen = 0, head_dim = 128, v_head_dim = 0;
+  bool given_batch = false, given_seqlen = false, given_kv_heads = false, given_kv_seqlen = false,
+       given_v_head_dim = false, given_window = false, given_varlen = false;
   std::string dtype = "bf16";
   bool causal = false;
   std::string window;  // "L,R"
@@ -47,21 +52,34 @@ struct RunReport {
   int heads_checked = 0;
 };
 
+Diagnostic usage(std::string detail) {
+  return diagnose("AK0002", {{"command", "attnkit run"}, {"detail", std::move(detail)}});
+}
+
+// The default number of KV heads for `heads` query heads: a GQA group of 4
+// when it divides (16 -> 4, the default problem), else one KV head per query head.
+int default_kv_heads(int heads) { return heads % 4 == 0 ? heads / 4 : heads; }
+
 Result<Problem> build_problem(const RunOptions& o, ProblemDataOptions& data) {
+  if (o.repeat < 1) return usage("--repeat must be at least 1 (the median of no runs is not a time), got " +
+                                 std::to_string(o.repeat));
+  if (o.check_heads < 1)
+    return usage("--check-heads must be at least 1 (a run is always checked against the reference), got " +
+                 std::to_string(o.check_heads));
   Problem p;
   p.batch = o.batch;
   p.heads_q = o.heads;
-  p.heads_kv = o.kv_heads;
+  p.heads_kv = o.given_kv_heads ? o.kv_heads : default_kv_heads(o.heads);
   p.seqlen_q = o.seqlen;
-  p.seqlen_k = o.kv_seqlen > 0 ? o.kv_seqlen : o.seqlen;
+  p.seqlen_k = o.given_kv_seqlen ? o.kv_seqlen : o.seqlen;
   p.head_dim_qk = o.head_dim;
-  p.head_dim_v = o.v_head_dim > 0 ? o.v_head_dim : o.head_dim;
+  p.head_dim_v = o.given_v_head_dim ? o.v_head_dim : o.head_dim;
   const auto dtype = parse_dtype(o.dtype);
   if (!dtype) return diagnose("AK1007", {{"role", "q"}, {"dtype", o.dtype}, {"reason", "unknown dtype name; use fp32, fp16 or bf16"}});
   p.dtype = *dtype;
   p.softcap = o.softcap;
   if (o.causal) p.mask = MaskKind::causal;
-  if (!o.window.empty()) {
+  if (o.given_window) {
     const auto lr = parse_int_list(o.window);
     if (!lr || lr->size() != 2)
       return diagnose("AK1004", {{"left", o.window}, {"right", "?"}});
@@ -69,10 +87,15 @@ Result<Problem> build_problem(const RunOptions& o, ProblemDataOptions& data) {
     p.window = {(*lr)[0], (*lr)[1]};
     if (o.causal) p.window.right = std::min(p.window.right < 0 ? 0 : p.window.right, 0);
   }
-  if (!o.varlen.empty()) {
+  if (o.given_varlen) {
     const auto lens = parse_int_list(o.varlen);
     if (!lens || lens->empty())
       return diagnose("AK1108", {{"name", "--varlen"}, {"reason", "expected comma-separated lengths, e.g. 5,0,33"}});
+    if (o.given_batch && o.batch != static_cast<int>(lens->size()))
+      return usage("--batch " + std::to_string(o.batch) + " contradicts the " + std::to_string(lens->size()) +
+                   " sequences of --varlen (leave --batch out)");
+    if (o.given_seqlen || o.given_kv_seqlen)
+      return usage("--seqlen / --kv-seqlen contradict --varlen, which gives every sequence's length (leave them out)");
     p.layout = Layout::thd;
     p.batch = static_cast<int>(lens->size());
     p.seqlen_q = p.seqlen_k = std::max(0, *std::max_element(lens->begin(), lens->end()));
@@ -101,7 +124,7 @@ Result<double> run_and_time(const Plan& plan, const Platform& platform, HostProb
     if (!why.ok()) return why;
     return median(*times);
   }
-  std::vector<std::byte> workspace(plan.workspace_bytes());
+  std::vector<std::byte> workspace(plan.workspace_bytes());  // plan() checked it fits in host memory
   Diagnostics why = plan.run(data.tensors(), workspace, nullptr);  // warm-up, and the checked outputs
   if (!why.ok()) return why;
   std::vector<double> ms;
@@ -117,10 +140,14 @@ Result<double> run_and_time(const Plan& plan, const Platform& platform, HostProb
 
 // Compares `data`'s outputs with the reference on up to `max_heads` (batch, head)
 // pairs spread over the problem.
-ErrorStats check_against_reference(const HostProblemData& data, int max_heads, int& heads_checked) {
+Result<ErrorStats> check_against_reference(const HostProblemData& data, int max_heads, int& heads_checked) {
   const Problem& p = data.problem();
   const auto heads = sampled_heads(p, max_heads);
   heads_checked = static_cast<int>(heads.size());
+  const std::int64_t out_rows = p.layout == Layout::thd ? data.total_q() : std::int64_t{p.batch} * p.seqlen_q;
+  const Diagnostics why = check_host_allocation("the reference's fp64 output",
+                                                out_rows * p.heads_q * p.head_dim_v * std::int64_t{sizeof(double)});
+  if (!why.ok()) return why;
   const HostTensor want = reference_on_heads(data, heads);
   const AttentionTensors got = data.tensors();
   std::vector<std::int64_t> offsets, lens;
@@ -145,7 +172,7 @@ int execute(const RunOptions& o) {
   if (!plan) return print_diagnostics(plan.diagnostics(), o.format);
   auto data = HostProblemData::create(*problem, data_options);
   if (!data) return print_diagnostics(data.diagnostics(), o.format);
-  auto time_ms = run_and_time(**plan, choice->platform, *data, std::max(1, o.repeat));
+  auto time_ms = run_and_time(**plan, choice->platform, *data, o.repeat);
   if (!time_ms) return print_diagnostics(time_ms.diagnostics(), o.format);
 
   RunReport r;
@@ -158,7 +185,9 @@ int execute(const RunOptions& o) {
   r.problem = *problem;
   r.time_ms = *time_ms;
   r.tflops = *time_ms > 0 ? problem->flops() / (*time_ms * 1e-3) / 1e12 : 0.0;
-  r.error = check_against_reference(*data, o.check_heads, r.heads_checked);
+  auto error = check_against_reference(*data, o.check_heads, r.heads_checked);
+  if (!error) return print_diagnostics(error.diagnostics(), o.format);
+  r.error = *error;
   r.bound = rel_l2_bound(problem->out_dtype());
   r.passed = r.error.clean() && r.error.rel_l2 <= r.bound;
 
@@ -178,7 +207,7 @@ int execute(const RunOptions& o) {
     nlohmann::json rejected = nlohmann::json::array();
     for (const auto& [name, why] : r.rejected) rejected.push_back({{"backend", name}, {"reason", why}});
     j["rejected"] = rejected;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << fmt::format("problem   {}\n", r.problem.summary());
     std::cout << fmt::format("platform  {}\n", r.platform);
@@ -198,9 +227,9 @@ int execute(const RunOptions& o) {
 void add_run_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Run attention on a random problem and check it against the reference");
-  cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--batch", opts->batch, "batch size")->capture_default_str();
   cmd->add_option("--heads", opts->heads, "query heads")->capture_default_str();
-  cmd->add_option("--kv-heads", opts->kv_heads, "key/value heads (GQA)")->capture_default_str();
+  cmd->add_option("--kv-heads", opts->kv_heads, "key/value heads (GQA; default: --heads / 4 when 4 divides it, else --heads)");
   cmd->add_option("--seqlen", opts->seqlen, "query length")->capture_default_str();
   cmd->add_option("--kv-seqlen", opts->kv_seqlen, "key length (default: --seqlen)");
   cmd->add_option("--head-dim", opts->head_dim, "q/k head dim")->capture_default_str();
@@ -220,7 +249,15 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "joint attention: leading text tokens of every sequence kept whole on every rank");
   cmd->callback([opts, cmd, &exit_code] {
     select::finish_deployment_flags(*cmd, opts->parallel);
-    exit_code = execute(*opts);
+    RunOptions& o = *opts;
+    o.given_batch = cmd->count("--batch") > 0;
+    o.given_seqlen = cmd->count("--seqlen") > 0;
+    o.given_kv_heads = cmd->count("--kv-heads") > 0;
+    o.given_kv_seqlen = cmd->count("--kv-seqlen") > 0;
+    o.given_v_head_dim = cmd->count("--v-head-dim") > 0;
+    o.given_window = cmd->count("--window") > 0;
+    o.given_varlen = cmd->count("--varlen") > 0;
+    exit_code = execute(o);
   });
 }
 

@@ -1,5 +1,7 @@
 #include "attnkit/core/attention_tensors.hpp"
 
+#include <fmt/format.h>
+
 #include "attnkit/core/block_sparse.hpp"
 
 #include <algorithm>
@@ -26,6 +28,13 @@ struct Expect {
   bool unit_last_stride = true;
 };
 
+// Elements of t, in double: exact for the comparison with kMaxElements and no overflow.
+double element_count(const TensorView& t) {
+  double n = 1.0;
+  for (int i = 0; i < t.rank; ++i) n *= static_cast<double>(t.shape[i]);
+  return n;
+}
+
 bool check_tensor(Diagnostics& out, const TensorView& t, const Expect& e, const Problem& p,
                   const BindingRules& rules, std::string_view why_required) {
   const std::string name(e.name);
@@ -38,7 +47,7 @@ bool check_tensor(Diagnostics& out, const TensorView& t, const Expect& e, const 
     }
   }
   const auto rank = static_cast<int>(e.shape.size());
-  if (t.rank != rank) {
+  if (t.rank < 0 || t.rank > kMaxRank || t.rank != rank) {
     out.add("AK1102", {{"name", name},
                        {"rank", std::to_string(t.rank)},
                        {"expected", std::to_string(rank)},
@@ -47,7 +56,12 @@ bool check_tensor(Diagnostics& out, const TensorView& t, const Expect& e, const 
   }
   bool shape_ok = true;
   for (int i = 0; i < rank; ++i)
-    if (e.shape[i] >= 0 && t.shape[i] != e.shape[i]) shape_ok = false;
+    if (t.shape[i] < 0 || (e.shape[i] >= 0 && t.shape[i] != e.shape[i])) shape_ok = false;
+  if (shape_ok && element_count(t) > static_cast<double>(kMaxElements)) {
+    out.add("AK1012", {{"what", "the element count of '" + name + "' " + t.shape_string()},
+                       {"value", fmt::format("{:.0f}", element_count(t))}, {"limit", std::to_string(kMaxElements)}});
+    return false;
+  }
   if (!shape_ok) {
     std::string expected = "[";
     for (int i = 0; i < rank; ++i)
@@ -78,10 +92,45 @@ bool check_tensor(Diagnostics& out, const TensorView& t, const Expect& e, const 
   return shape_ok;
 }
 
-// Validates cu_seqlens values when they are readable here (host memory).
-void check_cu_seqlens(Diagnostics& out, const TensorView& cu, std::string_view name,
-                      std::int64_t packed_len) {
-  if (cu.device.kind == DeviceKind::cuda || cu.data == nullptr) return;
+// Whether the values of an index tensor that passed check_tensor can be read
+// here: int32 (a one-byte tensor read as int32 runs past its end) in host memory.
+bool host_readable_index(const TensorView& t) {
+  return t.dtype == DType::i32 && t.device.kind != DeviceKind::cuda && t.data != nullptr;
+}
+
+// Outputs must not overlap themselves: with the dims of size > 1 sorted by
+// |stride|, each stride must reach past the span of the dims inside it. A
+// tensor without elements (a dim of 0: an empty shard) has nothing to overlap.
+bool overlaps_itself(const TensorView& t) {
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims{};  // (|stride|, size)
+  int n = 0;
+  for (int i = 0; i < t.rank; ++i)
+    if (t.shape[i] == 0) return false;
+  for (int i = 0; i < t.rank; ++i)
+    if (t.shape[i] > 1) dims[n++] = {t.strides[i] < 0 ? -t.strides[i] : t.strides[i], t.shape[i]};
+  for (int i = 1; i < n; ++i)  // insertion sort of at most kMaxRank dims
+    for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j) std::swap(dims[j], dims[j - 1]);
+  std::int64_t inner_span = 1;  // elements covered by the dims already visited
+  for (int i = 0; i < n; ++i) {
+    if (dims[i].first < inner_span) return true;
+    inner_span = dims[i].first * dims[i].second;
+  }
+  return false;
+}
+
+void check_output(Diagnostics& out, const TensorView& t, std::string_view name) {
+  if (t.data == nullptr || !overlaps_itself(t)) return;
+  std::string strides = "[";
+  for (int i = 0; i < t.rank; ++i) strides += (i ? ", " : "") + std::to_string(t.strides[i]);
+  out.add("AK1113", {{"name", std::string(name)}, {"strides", strides + "]"}, {"shape", t.shape_string()}});
+}
+
+// Validates cu_seqlens values when they are readable here (host memory): from
+// 0, non-decreasing, within the packed tensor, and no sequence longer than the
+// problem's longest (`max_len`: seqlen_q / seqlen_k, flash-attn's max_seqlen).
+void check_cu_seqlens(Diagnostics& out, const TensorView& cu, std::string_view name, std::int64_t packed_len,
+                      std::string_view max_name, std::int64_t max_len) {
+  if (!host_readable_index(cu)) return;
   const auto* v = cu.ptr<const std::int32_t>();
   const std::int64_t n = cu.shape[0];
   const std::int64_t s = cu.strides[0];
@@ -96,6 +145,10 @@ void check_cu_seqlens(Diagnostics& out, const TensorView& cu, std::string_view n
   if (v[(n - 1) * s] > packed_len)
     return fail("it ends at " + std::to_string(v[(n - 1) * s]) + " but the packed tensor has " +
                 std::to_string(packed_len) + " tokens");
+  for (std::int64_t i = 1; i < n; ++i)
+    if (std::int64_t len = std::int64_t{v[i * s]} - v[(i - 1) * s]; len > max_len)
+      return fail("sequence " + std::to_string(i - 1) + " has " + std::to_string(len) + " tokens, more than " +
+                  std::string(max_name) + " = " + std::to_string(max_len));
 }
 
 }  // namespace
@@ -120,7 +173,8 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
     return {};
   };
   const bool q_ok = check_tensor(out, t.q, {"q", qt, q_like(Sq, Hq, Dqk)}, p, rows, core);
-  check_tensor(out, t.out, {"out", ot, q_like(Sq, Hq, Dv)}, p, rows, core);
+  if (check_tensor(out, t.out, {"out", ot, q_like(Sq, Hq, Dv)}, p, rows, core)) check_output(out, t.out, "out");
+  bool k_tokens_ok = false;  // k's shape can be read (packed token count)
   if (q_ok && thd && t.out.rank == 3 && t.out.shape[0] != t.q.shape[0])
     out.add("AK1103", {{"name", "out"}, {"shape", t.out.shape_string()},
                        {"expected", shape_of({t.q.shape[0], Hq, Dv})}});
@@ -136,14 +190,15 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
     const bool bt_ok = check_tensor(out, t.block_table, {"block_table", DType::i32, {B, -1}, false}, p,
                                     rules, why);
     const bool sl_ok = check_tensor(out, t.seqlens_k, {"seqlens_k", DType::i32, {B}, false}, p, rules, why);
-    if (bt_ok && sl_ok && k_ok && t.block_table.device.kind != DeviceKind::cuda) {
+    if (bt_ok && sl_ok && k_ok && v_ok && host_readable_index(t.block_table) && host_readable_index(t.seqlens_k)) {
       const std::int64_t pages = t.k.shape[0], max_pages = t.block_table.shape[1];
       for (std::int64_t b = 0; b < B; ++b) {
         const std::int32_t len = t.seqlens_k.ptr<const std::int32_t>()[b * t.seqlens_k.strides[0]];
-        if (len < 0 || len > max_pages * P) {
-          out.add("AK1111", {{"reason", "seqlens_k[" + std::to_string(b) + "] = " + std::to_string(len) +
-                                            " does not fit in " + std::to_string(max_pages) + " pages of " +
-                                            std::to_string(P)}});
+        if (len < 0 || len > max_pages * P || len > Sk) {
+          const std::string limit = len > Sk && len <= max_pages * P
+                                        ? " is longer than seqlen_k (the longest cached sequence) = " + std::to_string(Sk)
+                                        : " does not fit in " + std::to_string(max_pages) + " pages of " + std::to_string(P);
+          out.add("AK1111", {{"reason", "seqlens_k[" + std::to_string(b) + "] = " + std::to_string(len) + limit}});
           break;
         }
         bool bad = false;
@@ -162,38 +217,50 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
       }
     }
   } else {
-    check_tensor(out, t.k, {"k", kt, q_like(Sk, Hkv, Dqk)}, p, rows, core);
-    check_tensor(out, t.v, {"v", kt, q_like(Sk, Hkv, Dv)}, p, rows, core);
+    k_tokens_ok = check_tensor(out, t.k, {"k", kt, q_like(Sk, Hkv, Dqk)}, p, rows, core);
+    const bool v_ok = check_tensor(out, t.v, {"v", kt, q_like(Sk, Hkv, Dv)}, p, rows, core);
+    if (thd && k_tokens_ok && v_ok && t.v.shape[0] != t.k.shape[0])
+      out.add("AK1103", {{"name", "v"}, {"shape", t.v.shape_string()}, {"expected", shape_of({t.k.shape[0], Hkv, Dv})}});
   }
 
   if (thd) {
     const char* why = "the packed (thd) layout needs cu_seqlens";
     if (check_tensor(out, t.cu_seqlens_q, {"cu_seqlens_q", DType::i32, {B + 1}, false}, p, rules, why) &&
         q_ok)
-      check_cu_seqlens(out, t.cu_seqlens_q, "cu_seqlens_q", t.q.shape[0]);
+      check_cu_seqlens(out, t.cu_seqlens_q, "cu_seqlens_q", t.q.shape[0], "seqlen_q (max_seqlen_q)", Sq);
     if (!p.paged_kv &&
         check_tensor(out, t.cu_seqlens_k, {"cu_seqlens_k", DType::i32, {B + 1}, false}, p, rules, why) &&
-        t.k.rank == 3)
-      check_cu_seqlens(out, t.cu_seqlens_k, "cu_seqlens_k", t.k.shape[0]);
+        k_tokens_ok)
+      check_cu_seqlens(out, t.cu_seqlens_k, "cu_seqlens_k", t.k.shape[0], "seqlen_k (max_seqlen_k)", Sk);
   }
   if (p.return_lse) {
     std::vector<std::int64_t> shape = thd ? std::vector<std::int64_t>{Hq, q_ok ? t.q.shape[0] : -1}
                                           : std::vector<std::int64_t>{B, Hq, Sq};
-    check_tensor(out, t.lse, {"lse", DType::f32, shape}, p, rules, "return_lse is set");
+    if (check_tensor(out, t.lse, {"lse", DType::f32, shape, false}, p, rules, "return_lse is set"))
+      check_output(out, t.lse, "lse");
   }
-  if (p.has_sinks) check_tensor(out, t.sinks, {"sinks", DType::f32, {Hq}}, p, rules, "has_sinks is set");
-  if (p.diagonal_offsets)
-    check_tensor(out, t.diagonal_offsets, {"diagonal_offsets", DType::i32, {B}, false}, p, {DeviceKind::cpu, 0},
-                 "diagonal_offsets is set");
+  // Sinks are read one element per head, through their stride.
+  if (p.has_sinks) check_tensor(out, t.sinks, {"sinks", DType::f32, {Hq}, false}, p, rules, "has_sinks is set");
+  if (p.diagonal_offsets &&
+      check_tensor(out, t.diagonal_offsets, {"diagonal_offsets", DType::i32, {B}, false}, p, {DeviceKind::cpu, 0},
+                   "diagonal_offsets is set") &&
+      host_readable_index(t.diagonal_offsets))
+    for (std::int64_t b = 0; b < B; ++b)  // i + diagonal must stay an int (mask.hpp)
+      if (const std::int32_t d = t.diagonal_offsets.ptr<const std::int32_t>()[b * t.diagonal_offsets.strides[0]];
+          d > kMaxSeqlen || d < -kMaxSeqlen) {
+        out.add("AK1012", {{"what", "diagonal_offsets[" + std::to_string(b) + "]"}, {"value", std::to_string(d)},
+                           {"limit", "+-" + std::to_string(kMaxSeqlen)}});
+        break;
+      }
   if (p.block_sparse && p.block_sparse->block_q > 0 && p.block_sparse->block_k > 0) {
     const char* why = "a block-sparse problem needs block_offsets and block_indices";
     const std::int64_t rows = block_sparse_shape(p).rows;
-    // Contiguous (unit stride): kernels index the lists directly.
+    // Contiguous (unit stride): kernels index the lists directly. Read only
+    // once both are int32 of the right rank and shape, in host memory.
     const bool offsets_ok = check_tensor(out, t.block_offsets, {"block_offsets", DType::i32, {rows + 1}}, p, rules, why);
     const bool indices_ok = check_tensor(out, t.block_indices, {"block_indices", DType::i32, {-1}}, p, rules, why);
-    const bool readable = offsets_ok && indices_ok && t.block_offsets.dtype == DType::i32 &&
-                          t.block_indices.dtype == DType::i32 && (t.block_offsets.data != nullptr);
-    if (readable) out.append(validate_block_sparse_lists(p, t.block_offsets, t.block_indices));
+    if (offsets_ok && indices_ok && host_readable_index(t.block_offsets) && t.block_indices.dtype == DType::i32)
+      out.append(validate_block_sparse_lists(p, t.block_offsets, t.block_indices));
   }
   if (p.mask == MaskKind::custom)
     check_tensor(out, t.custom_mask, {"custom_mask", DType::u8, {B, Hq, Sq, Sk}, false}, p, rules,
@@ -241,24 +308,70 @@ bool for_each_offset(const TensorView& t, F&& f) {
 }
 }  // namespace
 
+namespace {
+// AK1109 for element `off` of `name` when it holds a NaN or an infinity.
+bool report_nonfinite(Diagnostics& out, const TensorView& v, const char* name, std::int64_t off) {
+  const double x = load_as_double(v.data, v.dtype, off);
+  if (std::isfinite(x)) return false;
+  out.add("AK1109", {{"name", name}, {"value", std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf")},
+                     {"index", std::to_string(off)}});
+  return true;
+}
+
+// The rows of a paged cache that the call reads: for each sequence b, keys
+// j < seqlens_k[b] in page block_table[b, j / page_size], every kv head.
+void scan_read_pages(Diagnostics& out, const Problem& p, const AttentionTensors& t, const TensorView& kv,
+                     const char* name) {
+  const int P = p.paged_kv->page_size;
+  const int dim = static_cast<int>(kv.shape[3]);
+  for (int b = 0; b < p.batch; ++b) {
+    const SequenceSpan span = host_sequence_span(p, t, b);
+    const auto* table = t.block_table.ptr<const std::int32_t>() + b * t.block_table.strides[0];
+    for (int j = 0; j < span.k_len; ++j) {
+      const std::int64_t row = table[(j / P) * t.block_table.strides[1]] * kv.strides[0] + (j % P) * kv.strides[1];
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int d = 0; d < dim; ++d)
+          if (report_nonfinite(out, kv, name, row + h * kv.strides[2] + d * kv.strides[3])) return;
+    }
+  }
+}
+}  // namespace
+
 Diagnostics scan_nonfinite_inputs(const Problem& p, const AttentionTensors& t) {
   Diagnostics out;
   auto scan = [&](const TensorView& v, const char* name) {
     if (v.data == nullptr || !is_floating(v.dtype) || v.device.kind == DeviceKind::cuda) return;
-    for_each_offset(v, [&](std::int64_t off) {
-      const double x = load_as_double(v.data, v.dtype, off);
-      if (std::isfinite(x)) return true;
-      out.add("AK1109", {{"name", name}, {"value", std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf")},
-                         {"index", std::to_string(off)}});
-      return false;
-    });
+    for_each_offset(v, [&](std::int64_t off) { return !report_nonfinite(out, v, name, off); });
   };
   scan(t.q, "q");
-  if (!p.paged_kv) {
+  if (p.paged_kv) {
+    if (t.k.device.kind != DeviceKind::cuda && is_floating(t.k.dtype)) {
+      scan_read_pages(out, p, t, t.k, "k");
+      if (out.empty()) scan_read_pages(out, p, t, t.v, "v");
+    }
+  } else {
     scan(t.k, "k");
     scan(t.v, "v");
   }
   if (p.has_sinks) scan(t.sinks, "sinks");
+  return out;
+}
+
+Diagnostics scan_nonfinite_outputs(const Problem& p, const AttentionTensors& t, std::string_view backend) {
+  Diagnostics out;
+  auto scan = [&](const TensorView& v, const char* name, bool minus_inf_ok) {
+    if (v.data == nullptr || v.device.kind == DeviceKind::cuda) return;
+    for_each_offset(v, [&](std::int64_t off) {
+      const double x = load_as_double(v.data, v.dtype, off);
+      if (std::isfinite(x) || (minus_inf_ok && x == -INFINITY)) return true;
+      out.add("AK1114", {{"backend", std::string(backend)},
+                         {"reason", "element " + std::to_string(off) + " of " + name + " came out " +
+                                        (std::isnan(x) ? "NaN" : "infinite")}});
+      return false;
+    });
+  };
+  scan(t.out, "out", false);
+  if (p.return_lse) scan(t.lse, "lse", true);  // -inf: a row that sees no key
   return out;
 }
 

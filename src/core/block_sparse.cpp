@@ -1,7 +1,10 @@
 #include "attnkit/core/block_sparse.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+
+#include "attnkit/core/host_memory.hpp"
 
 namespace attnkit {
 
@@ -32,6 +35,15 @@ namespace {
 
 Diagnostic bad_lists(std::string reason) { return diagnose("AK1115", {{"reason", std::move(reason)}}); }
 
+// The helpers read their arrays on the host: device memory is AK1105, not a host read.
+Diagnostics host_only(std::initializer_list<std::pair<const TensorView*, const char*>> arrays) {
+  Diagnostics out;
+  for (const auto& [t, name] : arrays)
+    if (t->device.kind == DeviceKind::cuda)
+      out.add("AK1105", {{"name", name}, {"device", device_name(t->device)}, {"expected", "cpu (host memory)"}});
+  return out;
+}
+
 }  // namespace
 
 Result<BlockSparseLists> block_sparse_from_mask(const Problem& p, const TensorView& mask) {
@@ -48,6 +60,7 @@ Result<BlockSparseLists> block_sparse_from_mask(const Problem& p, const TensorVi
                    {"expected", "[" + std::to_string(bs.batch) + ", " + std::to_string(bs.heads) + ", " +
                                     std::to_string(shape.num_q_blocks) + ", " + std::to_string(shape.num_k_blocks) +
                                     "] uint8"}}));
+  if (Diagnostics why = host_only({{&mask, "block mask"}}); !why.ok()) return why;
   BlockSparseLists out;
   out.offsets.reserve(static_cast<std::size_t>(shape.rows) + 1);
   out.offsets.push_back(0);
@@ -114,8 +127,14 @@ Result<HostTensor> block_sparse_dense_mask(const Problem& p, const TensorView& o
     return Diagnostics(diagnose("AK1103", {{"name", "block_offsets"},
                                            {"shape", offsets.shape_string()},
                                            {"expected", "[" + std::to_string(shape.rows + 1) + "] int32"}}));
+  if (Diagnostics why = host_only({{&offsets, "block_offsets"}, {&indices, "block_indices"}}); !why.ok()) return why;
   if (Diagnostics why = validate_block_sparse_lists(p, offsets, indices); !why.ok()) return why;
   const BlockSparse& bs = *p.block_sparse;
+  // Bytes in double (four ints multiply past int64); negative: overflowed, refused.
+  const double bytes = static_cast<double>(shape.rows) * shape.num_k_blocks;
+  if (Diagnostics why = check_host_allocation("the dense block mask", bytes < 0x1p62 ? std::int64_t(bytes) : -1);
+      !why.ok())
+    return why;
   HostTensor mask(DType::u8, {bs.batch, bs.heads, shape.num_q_blocks, shape.num_k_blocks});
   auto* m = mask.view().ptr<std::uint8_t>();
   const auto* off = offsets.ptr<const std::int32_t>();

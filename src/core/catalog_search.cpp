@@ -65,6 +65,12 @@ std::regex template_pattern(std::string_view tmpl) {
   return std::regex(pattern);
 }
 
+// std::regex matches recursively, about one stack frame per character a
+// "[\s\S]*" consumes: 100000 characters overflow an 8 MiB stack, 10000 do
+// not. A filled message is a few hundred characters; longer texts are
+// matched by their words alone.
+constexpr std::size_t kMaxFilledMessage = 2048;
+
 // The literal characters of a template (its specificity).
 std::size_t literal_size(std::string_view tmpl) {
   std::size_t n = 0;
@@ -108,7 +114,8 @@ std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max)
   auto filled_score = [&](std::size_t i) {
     const CatalogEntry& e = diagnostic_catalog()[i];
     const std::size_t literal = literal_size(e.message);
-    if (literal < 12 || whole.empty() || !std::regex_match(whole, patterns[i])) return 0.0;
+    if (literal < 12 || whole.empty() || whole.size() > kMaxFilledMessage || !std::regex_match(whole, patterns[i]))
+      return 0.0;
     return 0.5 + 0.5 * std::min(1.0, static_cast<double>(literal) / static_cast<double>(whole.size()));
   };
   std::vector<Scored> out;
@@ -145,6 +152,37 @@ std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max)
   for (const Scored& s : out)
     if (s.match.score >= floor && kept.size() < max) kept.push_back(s.match);
   return kept;
+}
+
+namespace {
+
+// One word of "AK" and letters or digits, at least one a digit: a code as
+// written, maybe misspelt (AK1O02), not a fragment of a message.
+bool looks_like_code(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return false;
+  text = text.substr(first, text.find_last_not_of(" \t\r\n") + 1 - first);
+  if (text.size() < 3 || std::toupper(static_cast<unsigned char>(text[0])) != 'A' ||
+      std::toupper(static_cast<unsigned char>(text[1])) != 'K')
+    return false;
+  const std::string_view rest = text.substr(2);
+  return std::all_of(rest.begin(), rest.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); }) &&
+         std::any_of(rest.begin(), rest.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+}
+
+}  // namespace
+
+Result<Explanation> explain_text(std::string_view text) {
+  if (looks_like_code(text)) {
+    Result<const CatalogEntry*> page = lookup_catalog_entry(text);
+    if (!page) return page.diagnostics();
+    return Explanation{*page, {}};
+  }
+  std::vector<CatalogMatch> matches = search_catalog(text);
+  if (matches.empty()) {
+    return diagnose("AK0004", {{"text", shortened(text)}});
+  }
+  return Explanation{nullptr, std::move(matches)};
 }
 
 }  // namespace attnkit

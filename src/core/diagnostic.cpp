@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <stdexcept>
 
@@ -71,7 +72,24 @@ const CatalogEntry* find_catalog_entry(std::string_view code) {
   return nullptr;
 }
 
-std::string fill_template(std::string_view tmpl, DiagArgs args) {
+Result<const CatalogEntry*> lookup_catalog_entry(std::string_view code) {
+  std::string wanted;
+  for (char ch : code)
+    if (ch != ' ' && ch != '\t') wanted += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (const CatalogEntry* e = find_catalog_entry(wanted)) return e;
+  std::vector<std::string> codes;
+  for (const CatalogEntry& e : diagnostic_catalog()) codes.push_back(e.code);
+  const std::string near = wanted.size() <= 16 ? nearest_name(wanted, codes) : "";
+  return diagnose("AK0001", {{"code", shortened(code, 32)}, {"suggestion", near.empty() ? "" : " (did you mean " + near + "?)"}});
+}
+
+std::string shortened(std::string_view text, std::size_t max) {
+  return text.size() <= max ? std::string(text) : std::string(text.substr(0, max - 3)) + "...";
+}
+
+std::string fill_template(std::string_view tmpl, DiagArgs args) { return fill_template_args(tmpl, DiagArgSpan(args.begin(), args.size())); }
+
+std::string fill_template_args(std::string_view tmpl, DiagArgSpan args) {
   std::string out;
   out.reserve(tmpl.size() + 32);
   for (std::size_t i = 0; i < tmpl.size();) {
@@ -123,17 +141,19 @@ std::string nearest_name(std::string_view name, const std::vector<std::string>& 
   return best;
 }
 
-Diagnostic diagnose(std::string_view code, DiagArgs args) {
+Diagnostic diagnose(std::string_view code, DiagArgs args) { return diagnose_args(code, DiagArgSpan(args.begin(), args.size())); }
+
+Diagnostic diagnose_args(std::string_view code, DiagArgSpan args) {
   const CatalogEntry* e = find_catalog_entry(code);
   if (e == nullptr) return diagnose("AK0000", {{"code", std::string(code)}});
   Diagnostic d;
   d.code = e->code;
   d.severity = e->severity;
-  d.message = fill_template(e->message, args);
-  d.meaning = fill_template(e->meaning, args);
-  for (const std::string& s : e->solutions) d.solutions.push_back(fill_template(s, args));
-  d.example = "before: " + fill_template(e->example_before, args) +
-              "\nafter:  " + fill_template(e->example_after, args);
+  d.message = fill_template_args(e->message, args);
+  d.meaning = fill_template_args(e->meaning, args);
+  for (const std::string& s : e->solutions) d.solutions.push_back(fill_template_args(s, args));
+  d.example = "before: " + fill_template_args(e->example_before, args) +
+              "\nafter:  " + fill_template_args(e->example_after, args);
   d.when = e->when;
   d.related = e->related;
   return d;

@@ -29,24 +29,43 @@ std::optional<DType> from_dl_dtype(DLDataType t) {
   return std::nullopt;
 }
 
-Result<TensorView> from_dlpack(const DLTensor& t) {
+namespace {
+// "int64", "float16", "bool", or the raw DLPack code for the rest.
+std::string dl_dtype_text(DLDataType t) {
+  std::string kind;
+  switch (t.code) {
+    case kDLInt: kind = "int"; break;
+    case kDLUInt: kind = "uint"; break;
+    case kDLFloat: kind = "float"; break;
+    case kDLBfloat: kind = "bfloat"; break;
+    case 5: kind = "complex"; break;  // kDLComplex (DLPack >= 0.8)
+    case 6: return "bool";            // kDLBool (DLPack >= 0.8)
+    default: kind = "DLPack type code " + std::to_string(t.code) + " of "; break;
+  }
+  std::string text = kind + std::to_string(t.bits);
+  if (t.lanes != 1) text += " x" + std::to_string(t.lanes) + " lanes";
+  return text;
+}
+}  // namespace
+
+Result<TensorView> from_dlpack(const DLTensor& t, std::string_view name_in) {
+  const std::string name(name_in);
   const auto dtype = from_dl_dtype(t.dtype);
   if (!dtype)
-    return diagnose("AK1104", {{"name", "dlpack tensor"},
-                               {"dtype", "code " + std::to_string(t.dtype.code) + " bits " +
-                                             std::to_string(t.dtype.bits) + " lanes " +
-                                             std::to_string(t.dtype.lanes)},
-                               {"expected", "fp64, fp32, fp16, bf16, int8, int32 or uint8"}});
-  if (t.ndim > kMaxRank)
-    return diagnose("AK1102", {{"name", "dlpack tensor"}, {"rank", std::to_string(t.ndim)},
+    return diagnose("AK1104", {{"name", name}, {"dtype", dl_dtype_text(t.dtype)},
+                               {"expected", "one of fp64, fp32, fp16, bf16, int8, int32, uint8"}});
+  if (t.ndim < 0 || t.ndim > kMaxRank)
+    return diagnose("AK1102", {{"name", name}, {"rank", std::to_string(t.ndim)},
                                {"expected", "at most " + std::to_string(kMaxRank)}, {"layout", "any"}});
+  if (t.ndim > 0 && t.shape == nullptr)
+    return diagnose("AK1103", {{"name", name}, {"shape", "(no shape array)"}, {"expected", "a shape"}});
   TensorView v;
   switch (t.device.device_type) {
     case kDLCPU: v.device = {DeviceKind::cpu, 0}; break;
     case kDLCUDA: v.device = {DeviceKind::cuda, static_cast<int>(t.device.device_id)}; break;
     case kDLCUDAHost: v.device = {DeviceKind::cuda_host, 0}; break;
     default:
-      return diagnose("AK1105", {{"name", "dlpack tensor"},
+      return diagnose("AK1105", {{"name", name},
                                  {"device", "DLPack device type " + std::to_string(t.device.device_type)},
                                  {"expected", "cpu or cuda"}});
   }

@@ -81,6 +81,7 @@ std::uint8_t encode_small_float(float f, int man_bits, int bias, float max_finit
   float steps = std::nearbyint(a / q);  // ties to even
   float rounded = steps * q;
   if (rounded > max_finite) rounded = max_finite;
+  if (rounded == 0.0f) return sign;  // below half the smallest subnormal: a signed zero
   // Re-derive the fields from the rounded value (rounding may carry into the exponent).
   std::frexp(rounded, &e);
   exp_field = e - 1 + bias;

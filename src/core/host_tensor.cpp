@@ -3,10 +3,14 @@
 #include "attnkit/core/block_sparse.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <new>
 #include <random>
+
+#include "attnkit/core/host_memory.hpp"
 
 namespace attnkit {
 
@@ -95,23 +99,66 @@ Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemD
     if (d.q_lens_[b] < 0 || d.q_lens_[b] > p.seqlen_q || d.k_lens_[b] < 0 || d.k_lens_[b] > p.seqlen_k)
       return diagnose("AK1108", {{"name", "sequence lengths"},
                                  {"reason", "sequence " + std::to_string(b) + " exceeds the problem's max lengths"}});
-  std::mt19937_64 rng(o.seed);
   const std::int64_t tq = d.total_q();
   const std::int64_t tk = std::accumulate(d.k_lens_.begin(), d.k_lens_.end(), std::int64_t{0});
   const DType kt = p.k_dtype();
+  // Pages of a paged cache: each sequence's, and 3 spare ones the table never names.
+  std::int64_t max_pages = 1, total_pages = 3;
+  if (p.paged_kv)
+    for (int len : d.k_lens_) {
+      const std::int64_t pages = (std::int64_t{len} + p.paged_kv->page_size - 1) / p.paged_kv->page_size;
+      max_pages = std::max(max_pages, pages);
+      total_pages += pages;
+    }
+  // cu_seqlens (THD) hold int32 token offsets, block tables (paged) int32 page
+  // indices, block-sparse offsets int32 positions in up to rows x key blocks indices.
+  const bool thd = p.layout == Layout::thd;
+  std::int64_t sparse_rows = 0, sparse_most = 0;
+  if (p.block_sparse) {
+    const BlockSparseShape shape = block_sparse_shape(p);
+    sparse_rows = shape.rows;
+    sparse_most = shape.rows * shape.num_k_blocks;
+  }
+  for (auto [what, value] : {std::pair<const char*, std::int64_t>{"the packed query tokens", thd ? tq : 0},
+                             {"the packed key tokens", thd && !p.paged_kv ? tk : 0},
+                             {"the pages of the KV cache", p.paged_kv ? total_pages : 0},
+                             {"the blocks the block-sparse lists can hold", sparse_most}})
+    if (value > INT32_MAX)
+      return diagnose("AK1012", {{"what", what}, {"value", std::to_string(value)}, {"limit", std::to_string(INT32_MAX)}});
+  // Every buffer below, in bytes, checked before the first is allocated (the
+  // sizes are within validate_problem's limits, so the sums cannot overflow).
+  const std::int64_t q_rows = p.layout == Layout::thd ? tq : std::int64_t{p.batch} * p.seqlen_q;
+  const std::int64_t k_rows = p.paged_kv ? total_pages * p.paged_kv->page_size
+                              : p.layout == Layout::thd ? tk
+                                                        : std::int64_t{p.batch} * p.seqlen_k;
+  std::int64_t bytes = q_rows * p.heads_q * (p.head_dim_qk * std::int64_t(dtype_size(p.dtype)) +
+                                             p.head_dim_v * std::int64_t(dtype_size(p.out_dtype())) + 4) +
+                       k_rows * p.heads_kv * (p.head_dim_qk + p.head_dim_v) * std::int64_t(dtype_size(kt)) +
+                       (std::int64_t{p.batch} * (max_pages + 3) + p.heads_q) * 4;
+  if (p.mask == MaskKind::custom) bytes += std::int64_t{p.batch} * p.heads_q * p.seqlen_q * p.seqlen_k;
+  bytes += 2 * 4 * (sparse_rows + 1 + sparse_most);  // the lists, built in vectors, then copied
+  why = check_host_allocation("the problem's host data", bytes);
+  if (!why.ok()) return why;
+  try {
+    d.fill(o, tq, tk, max_pages, total_pages);
+  } catch (const std::bad_alloc&) {
+    return host_allocation_failed("the problem's host data", bytes);
+  }
+  return d;
+}
+
+void HostProblemData::fill(const ProblemDataOptions& o, std::int64_t tq, std::int64_t tk, std::int64_t max_pages,
+                           std::int64_t total_pages) {
+  HostProblemData& d = *this;
+  const Problem& p = problem_;
+  const DType kt = p.k_dtype();
+  std::mt19937_64 rng(o.seed);
   // Standard normal values; int8 inputs are raw quantized integers, so spread them.
   auto stddev = [](DType t) { return t == DType::i8 ? 30.0 : 1.0; };
   d.q_ = HostTensor(p.dtype, token_shape(p.layout, p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk, tq));
   fill_normal(d.q_.view(), rng, stddev(p.dtype));
   if (p.paged_kv) {
     const int P = p.paged_kv->page_size;
-    int max_pages = 0, total_pages = 0;
-    for (int len : d.k_lens_) {
-      max_pages = std::max(max_pages, (len + P - 1) / P);
-      total_pages += (len + P - 1) / P;
-    }
-    max_pages = std::max(max_pages, 1);
-    total_pages += 3;  // spare pages the table never names
     d.k_ = HostTensor(kt, {total_pages, P, p.heads_kv, p.head_dim_qk});
     d.v_ = HostTensor(kt, {total_pages, P, p.heads_kv, p.head_dim_v});
     std::vector<std::int32_t> order(total_pages);
@@ -120,11 +167,11 @@ Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemD
     d.block_table_ = HostTensor(DType::i32, {p.batch, max_pages});
     d.seqlens_k_ = HostTensor(DType::i32, {p.batch});
     auto* table = d.block_table_.view().ptr<std::int32_t>();
-    std::fill(table, table + static_cast<std::size_t>(p.batch) * max_pages, -1);
-    int next = 0;
+    std::fill(table, table + p.batch * max_pages, -1);
+    std::int64_t next = 0;
     for (int b = 0; b < p.batch; ++b) {
       d.seqlens_k_.view().ptr<std::int32_t>()[b] = d.k_lens_[b];
-      for (int j = 0; j < (d.k_lens_[b] + P - 1) / P; ++j) table[b * max_pages + j] = order[next++];
+      for (std::int64_t j = 0; j < (std::int64_t{d.k_lens_[b]} + P - 1) / P; ++j) table[b * max_pages + j] = order[next++];
     }
   } else {
     d.k_ = HostTensor(kt, token_shape(p.layout, p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk, tk));
@@ -164,7 +211,6 @@ Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemD
     for (std::int64_t i = 0; i < d.custom_mask_.view().numel(); ++i) m[i] = keep(rng) ? 1 : 0;
   }
   d.poison_outputs();
-  return d;
 }
 
 void HostProblemData::poison_outputs() {

@@ -42,15 +42,22 @@ float Problem::softmax_scale() const {
 }
 
 Window Problem::effective_window() const {
-  if (mask == MaskKind::causal) return {-1, 0};
-  if (mask == MaskKind::sliding_window) return window;
-  return {-1, -1};
+  Window w{-1, -1};
+  if (mask == MaskKind::causal) w = {-1, 0};
+  if (mask == MaskKind::sliding_window) w = window;
+  // Every sequence has at most seqlen_q queries and seqlen_k keys, so on the
+  // bottom-right diagonal a side this wide hides nothing: lo = i + sk - sq - left
+  // < 0, hi > sk. (Diagonal offsets place the diagonal anywhere: sides stay.)
+  if (diagonal_offsets) return w;
+  if (w.left >= seqlen_k) w.left = -1;
+  if (w.right >= seqlen_q) w.right = -1;
+  return w;
 }
 
 double Problem::flops() const {
   double pairs = static_cast<double>(seqlen_q) * seqlen_k;
   if (mask == MaskKind::causal) pairs *= 0.5;
-  return 2.0 * batch * heads_q * pairs * (head_dim_qk + head_dim_v);
+  return 2.0 * batch * heads_q * pairs * (static_cast<double>(head_dim_qk) + head_dim_v);
 }
 
 std::string Problem::summary() const {
@@ -82,6 +89,30 @@ void require_at_least(Diagnostics& out, std::string_view field, long long value,
             {{"field", std::string(field)}, {"min", std::to_string(min)}, {"value", std::to_string(value)}});
 }
 
+std::string number_text(float x) { return fmt::format("{}", x); }
+
+void too_large(Diagnostics& out, std::string what, double value, double limit) {
+  out.add("AK1012", {{"what", std::move(what)}, {"value", fmt::format("{:.0f}", value)},
+                     {"limit", fmt::format("{:.0f}", limit)}});
+}
+
+// Sequence lengths and tensor sizes past the limits of problem.hpp. Products
+// are taken in double: exact for the comparison, and they cannot overflow.
+void check_limits(Diagnostics& out, const Problem& p) {
+  for (auto [field, value] : {std::pair<std::string_view, int>{"seqlen_q", p.seqlen_q}, {"seqlen_k", p.seqlen_k}})
+    if (value > kMaxSeqlen) too_large(out, std::string(field), value, kMaxSeqlen);
+  const double b = p.batch, sq = p.seqlen_q, sk = p.seqlen_k;
+  const std::pair<std::string, double> tensors[] = {
+      {"q", b * sq * p.heads_q * p.head_dim_qk},
+      {"k", b * sk * p.heads_kv * p.head_dim_qk},
+      {"v", b * sk * p.heads_kv * p.head_dim_v},
+      {"out", b * sq * p.heads_q * p.head_dim_v},
+      {"custom_mask", p.mask == MaskKind::custom ? b * p.heads_q * sq * sk : 0.0},
+  };
+  for (const auto& [name, elements] : tensors)
+    if (elements > static_cast<double>(kMaxElements)) too_large(out, "the elements of " + name, elements, kMaxElements);
+}
+
 bool is_attention_input_type(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f8e4m3 ||
          t == DType::f8e5m2 || t == DType::i8;
@@ -109,10 +140,10 @@ Diagnostics validate_problem(const Problem& p) {
                          {"max", std::to_string(kMaxHeadDim)}});
   if (p.mask == MaskKind::sliding_window && (p.window.left < -1 || p.window.right < -1))
     out.add("AK1004", {{"left", std::to_string(p.window.left)}, {"right", std::to_string(p.window.right)}});
-  if (!(p.softcap >= 0.0f) || std::isinf(p.softcap))
-    out.add("AK1005", {{"value", std::to_string(p.softcap)}});
-  if (p.scale && (!(*p.scale > 0.0f) || std::isinf(*p.scale)))
-    out.add("AK1006", {{"value", std::to_string(*p.scale)}});
+  const auto in_scale_range = [](float x) { return x >= kMinScale && x <= kMaxScale; };
+  if (p.softcap != 0.0f && !in_scale_range(p.softcap)) out.add("AK1005", {{"value", number_text(p.softcap)}});
+  if (p.scale && !in_scale_range(*p.scale)) out.add("AK1006", {{"value", number_text(*p.scale)}});
+  check_limits(out, p);
   if (!is_attention_input_type(p.dtype))
     out.add("AK1007", {{"role", "q"}, {"dtype", std::string(dtype_name(p.dtype))},
                        {"reason", "inputs are fp32, fp16, bf16, fp8 or int8"}});
@@ -137,9 +168,11 @@ Diagnostics validate_problem(const Problem& p) {
   }
   if (p.video) {
     const VideoGrid& v = *p.video;
-    if (v.frames < 1 || v.height < 1 || v.width < 1 || v.tokens() > std::min(p.seqlen_q, p.seqlen_k))
+    // In double: three ints multiply past int64 (tokens() is exact once this holds).
+    const double tokens = static_cast<double>(v.frames) * v.height * v.width;
+    if (v.frames < 1 || v.height < 1 || v.width < 1 || tokens > std::min(p.seqlen_q, p.seqlen_k))
       out.add("AK1016", {{"grid", fmt::format("{}x{}x{}", v.frames, v.height, v.width)},
-                         {"tokens", std::to_string(v.tokens())},
+                         {"tokens", fmt::format("{:.0f}", tokens)},
                          {"seqlen_q", std::to_string(p.seqlen_q)},
                          {"seqlen_k", std::to_string(p.seqlen_k)}});
   }
@@ -151,7 +184,7 @@ Diagnostics validate_problem(const Problem& p) {
   for (auto [name, d] : {std::pair<std::string_view, float>{"q_descale", p.q_descale},
                          {"k_descale", p.k_descale}, {"v_descale", p.v_descale}})
     if (!(d > 0.0f) || std::isinf(d))
-      out.add("AK1006", {{"value", std::string(name) + "=" + std::to_string(d)}});
+      out.add("AK1006", {{"value", std::string(name) + "=" + number_text(d)}});
   return out;
 }
 

@@ -15,11 +15,13 @@ Diagnostics check_parallel_degrees(int ring_degree, int ulysses_degree, std::opt
                                     {"--ulysses-degree", ulysses_degree},
                                     {"--sp-degree", sp_degree.value_or(1)}})
     if (value < 1) out.add("AK5005", {{"flag", flag}, {"value", std::to_string(value)}});
-  // In 64 bits: two int degrees multiply without wrapping.
-  const std::int64_t product = std::int64_t{ring_degree} * std::int64_t{ulysses_degree};
+  const std::int64_t product = std::int64_t{ring_degree} * ulysses_degree;  // 64 bits: 65536 * 65536 does not wrap
   if (sp_degree && *sp_degree >= 1 && ring_degree >= 1 && ulysses_degree >= 1 && *sp_degree != product)
     out.add("AK5001", {{"sp", std::to_string(*sp_degree)}, {"ring", std::to_string(ring_degree)},
                        {"ulysses", std::to_string(ulysses_degree)}, {"product", std::to_string(product)}});
+  if (product > INT32_MAX)  // SequenceParallel::sp_degree() and world sizes are ints
+    out.add("AK1012", {{"what", "ring_degree * ulysses_degree"}, {"value", std::to_string(product)},
+                       {"limit", std::to_string(INT32_MAX)}});
   return out;
 }
 

@@ -108,15 +108,15 @@ Result<Platform> parse_platform(std::string_view name) {
   p.detected = false;
   if (name.rfind("cuda:sm", 0) == 0) {
     const std::string_view digits = name.substr(7);
-    int sm = 0;
+    int sm = digits.empty() || digits.size() > 3 ? -1 : 0;  // at most 3 digits: no wrap, and sm <= 130 anyway
     for (char c : digits) {
-      if (c < '0' || c > '9') {
+      if (sm < 0 || c < '0' || c > '9') {
         sm = -1;
         break;
       }
       sm = sm * 10 + (c - '0');
     }
-    if (sm >= 50 && sm <= 130 && !digits.empty()) {
+    if (sm >= 50 && sm <= 130) {
       p.kind = PlatformKind::cuda;
       p.sm = sm;
       p.device_name = "CUDA sm_" + std::to_string(sm) + " (named)";

@@ -6,13 +6,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "attnkit/select/selector.hpp"
+#include "core/text_file.hpp"
+#include "select/json_text.hpp"
 #include "select/text_util.hpp"
 
 namespace attnkit::select {
@@ -93,28 +94,28 @@ ConfigValue infer_scalar(const std::string& s) {
 
 Result<ConfigValue> config_value_from_json(const std::string& key, const nlohmann::json& j) {
   if (j.is_boolean()) return ConfigValue(j.get<bool>());
+  // Integers past int64 (nlohmann keeps them as uint64) stay numbers, as doubles, rather than wrap.
+  if (j.is_number_unsigned() && j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    return ConfigValue(j.get<double>());
   if (j.is_number_integer()) return ConfigValue(j.get<std::int64_t>());
   if (j.is_number_float()) return ConfigValue(j.get<double>());
   if (j.is_string()) return ConfigValue(j.get<std::string>());
   if (j.is_array()) {
     std::vector<std::int64_t> out;
     for (const auto& e : j) {
-      if (!e.is_number_integer())
-        return diagnose("AK3102", {{"key", key}, {"expected", "a list of integers"}, {"got", "a list of " + std::string(e.type_name()) + "s"}, {"value", j.dump()}});
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
+        return diagnose("AK3102", {{"key", key}, {"expected", "a list of integers"}, {"got", "a list of " + std::string(e.type_name()) + "s"}, {"value", shown_json(j)}});
       out.push_back(e.get<std::int64_t>());
     }
     return ConfigValue(out);
   }
-  return diagnose("AK3102", {{"key", key}, {"expected", "a scalar or a list of integers"}, {"got", j.type_name()}, {"value", j.dump()}});
+  return diagnose("AK3102", {{"key", key}, {"expected", "a scalar or a list of integers"}, {"got", j.type_name()}, {"value", shown_json(j)}});
 }
 
 Result<ParsedConfig> parse_json(std::string_view text, ConfigForm form) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return malformed(config_form_name(form), e.what());
-  }
+  JsonText parsed = parse_json_text(text);
+  if (!parsed.value) return malformed(config_form_name(form), parsed.problem);
+  const nlohmann::json& j = *parsed.value;
   if (!j.is_object()) return malformed(config_form_name(form), "the top level must be an object of key: value");
   ParsedConfig out{form, {}};
   Diagnostics why;
@@ -127,18 +128,14 @@ Result<ParsedConfig> parse_json(std::string_view text, ConfigForm form) {
   return out;
 }
 
-Result<ParsedConfig> parse_yaml(std::string_view text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return malformed("YAML file", e.what());
-  }
+Result<ParsedConfig> parse_yaml_unguarded(std::string_view text) {
+  const YAML::Node root = YAML::Load(std::string(text));
   ParsedConfig out{ConfigForm::yaml_file, {}};
   if (root.IsNull()) return out;
   if (!root.IsMap()) return malformed("YAML file", "the top level must be a mapping of key: value");
   Diagnostics why;
   for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) return malformed("YAML file", "every key must be a plain name, not a list or a mapping");
     const std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
     if (v.IsScalar()) {
@@ -160,6 +157,14 @@ Result<ParsedConfig> parse_yaml(std::string_view text) {
   }
   if (!why.empty()) return why;
   return out;
+}
+
+Result<ParsedConfig> parse_yaml(std::string_view text) {
+  try {
+    return parse_yaml_unguarded(text);
+  } catch (const YAML::Exception& e) {  // malformed text, DeepRecursion, a conversion that failed
+    return malformed("YAML file", e.what());
+  }
 }
 
 Result<ParsedConfig> parse_pairs(std::string_view text) {
@@ -210,15 +215,10 @@ Result<ParsedConfig> parse_backend_config(std::string_view text_in) {
   // in a path (mask_strategy_file_path=/abs/path/mask.json).
   const bool file_like = !has_eq && (json_name || yaml_name || text.find('/') != std::string::npos);
   if (is_regular_file(text) || file_like) {
-    std::ifstream in(text);
-    std::string contents;
-    if (in) {
-      std::ostringstream os;
-      os << in.rdbuf();
-      contents = os.str();
-    }
-    if (!in || in.bad())
-      return diagnose("AK3105", {{"path", text}, {"what", "--attention-backend-config file"}});
+    const TextFile file = read_text_file(text);
+    if (!file.text)
+      return diagnose("AK3105", {{"path", text}, {"what", "--attention-backend-config file"}, {"reason", file.problem}});
+    const std::string& contents = *file.text;
     if (json_name) return parse_json(contents, ConfigForm::json_file);
     if (yaml_name) return parse_yaml(contents);
     // No extension: JSON when it looks like JSON, YAML otherwise.
@@ -261,7 +261,7 @@ const std::vector<BackendSchema>& backend_schemas() {
     };
     auto count = [](std::string key, std::string def) {
       KeySchema k = KeySchema::of(std::move(key), KeyType::integer);
-      k.min = 0.0, k.default_text = std::move(def);
+      k.min = 0.0, k.max = 2147483647.0, k.default_text = std::move(def);  // the backends hold counts as ints
       return k;
     };
     KeySchema mask_file = KeySchema::of("mask_strategy_file_path", KeyType::path);
@@ -282,7 +282,8 @@ const std::vector<BackendSchema>& backend_schemas() {
     thresh_type.default_text = "diag";
     // attnkit's own sliding-tile keys (docs/sparse.md): tiles and the border rule.
     KeySchema tile_size = KeySchema::of("tile_size", KeyType::int_list);
-    tile_size.count = 3, tile_size.min = 1.0, tile_size.default_text = "6,8,8";
+    // Sides up to 1024: a tile's tokens (their product) stay an int.
+    tile_size.count = 3, tile_size.min = 1.0, tile_size.max = 1024.0, tile_size.default_text = "6,8,8";
     KeySchema window_border = KeySchema::of("window_border", KeyType::choice);
     window_border.choices = {"shift", "cut"};
     window_border.default_text = "shift";
@@ -310,6 +311,9 @@ const BackendSchema* find_schema(std::string_view owner) {
     if (s.owner == owner) return &s;
   return nullptr;
 }
+
+// Layer indices are below this (models have hundreds of layers, not millions).
+constexpr int kMaxLayers = 1 << 16;
 
 namespace {
 // "6,8,8" (or "6, 8, 8") as integers; nullopt when any part is not one.
@@ -350,6 +354,7 @@ Result<std::vector<int>> parse_layer_list(std::string_view text) {
         hi = std::stoi(rest, &used);
         if (used != rest.size() || hi < lo) return bad();
       }
+      if (hi >= kMaxLayers) return bad();  // also bounds the list this builds
       for (int i = lo; i <= hi; ++i) out.push_back(i);
     } catch (...) {
       return bad();
@@ -400,8 +405,8 @@ void check_value(const KeySchema& k, const ConfigValue& v, Diagnostics& out) {
         wrong_type(k.type == KeyType::path ? "path" : "string");
         return;
       }
-      if (k.type == KeyType::path && !std::ifstream(std::get<std::string>(v)))
-        out.add("AK3105", {{"path", value}, {"what", "'" + k.key + "'"}});
+      if (k.type == KeyType::path && !readable_file(std::get<std::string>(v)))
+        out.add("AK3105", {{"path", value}, {"what", "'" + k.key + "'"}, {"reason", "not a readable file"}});
       return;
     case KeyType::choice: {
       const auto* s = std::get_if<std::string>(&v);
@@ -432,8 +437,8 @@ void check_value(const KeySchema& k, const ConfigValue& v, Diagnostics& out) {
         return;
       }
       bool fits = k.count == 0 || static_cast<int>(list->size()) == k.count;
-      for (std::int64_t x : *list) fits = fits && (!k.min || x >= *k.min);
-      if (!fits) out.add("AK3103", {{"key", k.key}, {"value", value}, {"range", what + (k.min ? ", each >= " + fmt::format("{}", *k.min) : "")}});
+      for (std::int64_t x : *list) fits = fits && (!k.min || x >= *k.min) && (!k.max || x <= *k.max);
+      if (!fits) out.add("AK3103", {{"key", k.key}, {"value", value}, {"range", what + (k.min || k.max ? ", each " + k.range_text() : "")}});
       return;
     }
     case KeyType::layer_list:

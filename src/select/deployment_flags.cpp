@@ -88,6 +88,10 @@ json diagnostics_array(const Diagnostics& diagnostics) {
   return out;
 }
 
+// Flags and names are user bytes: invalid UTF-8 is replaced (U+FFFD), not
+// thrown as nlohmann's type_error 316 (which aborted `check --format json`).
+std::string dump(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
+
 }  // namespace
 
 std::string check_result_json(const CheckResult& r, int indent) {
@@ -100,11 +104,11 @@ std::string check_result_json(const CheckResult& r, int indent) {
     j["cudnn"] = {
         {"version", r.platform.has_cudnn ? json(cudnn_version_string(r.platform.cudnn_version)) : json(nullptr)},
         {"detail", cudnn_description(r.platform)}};
-  return j.dump(indent);
+  return dump(j, indent);
 }
 
-std::string decision_json(const Decision& d, int indent) { return decision_object(d).dump(indent); }
+std::string decision_json(const Decision& d, int indent) { return dump(decision_object(d), indent); }
 
-std::string diagnostics_json(const Diagnostics& d, int indent) { return diagnostics_array(d).dump(indent); }
+std::string diagnostics_json(const Diagnostics& d, int indent) { return dump(diagnostics_array(d), indent); }
 
 }  // namespace attnkit::select

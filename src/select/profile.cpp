@@ -4,11 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "attnkit/select/selector.hpp"
+#include "core/text_file.hpp"
 #include "select/embedded_profiles.hpp"
 #include "select/text_util.hpp"
 
@@ -50,6 +49,22 @@ bool Profile::is_llm() const {
   for (const ComponentSpec& c : components)
     if (c.llm) return true;
   return false;
+}
+
+Problem RoleSpec::problem() const {
+  Problem p;
+  p.layout = layout;
+  p.batch = 1;
+  p.seqlen_k = seqlen;
+  p.seqlen_q = seqlen_q > 0 ? seqlen_q : seqlen;
+  p.heads_q = heads;
+  p.heads_kv = kv_heads;
+  p.head_dim_qk = head_dim;
+  p.head_dim_v = head_dim_v;
+  p.mask = mask;
+  if (paged_kv) p.paged_kv = PagedKv{16};
+  p.video = video;
+  return p;
 }
 
 namespace {
@@ -162,6 +177,13 @@ KeyType parse_key_type(const Section& s) {
   s.wrong("type", "bool, int, float, string, path or layer list", text);
 }
 
+// A role's attention shape must be a valid Problem, so that `check` never
+// calls valid a profile every call of which would be refused.
+void check_role_shape(const Section& s, const RoleSpec& r, const std::string& component) {
+  const Diagnostics why = validate_problem(r.problem());
+  if (!why.ok()) s.malformed("role '" + r.name + "' of component '" + component + "': " + why.begin()->message);
+}
+
 RoleSpec parse_role(const YAML::Node& n, const std::string& component, const std::string& source) {
   const std::string where = "a role of component '" + component + "'";
   const Section s(n, where, {"name", "layers", "heads", "kv_heads", "head_dim", "head_dim_v", "mask", "layout", "paged_kv",
@@ -198,6 +220,7 @@ RoleSpec parse_role(const YAML::Node& n, const std::string& component, const std
     r.video = VideoGrid{dims[0], dims[1], dims[2]};
   }
   r.weights_need = s.features("weights_need");
+  check_role_shape(s, r, component);
   return r;
 }
 
@@ -335,11 +358,9 @@ Result<Profile> load_profile(std::string_view name_or_path) {
   const std::string name(name_or_path);
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
   if (is_path) {
-    std::ifstream in(name);
-    if (!in) return diagnose("AK4022", {{"path", name}});
-    std::ostringstream os;
-    os << in.rdbuf();
-    return parse_profile(os.str(), name);
+    const TextFile file = read_text_file(name);
+    if (!file.text) return diagnose("AK4022", {{"path", name}, {"reason", file.problem}});
+    return parse_profile(*file.text, name);
   }
   for (const Profile& p : shipped_profiles())
     if (p.name == name) return p;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "select/json_text.hpp"
 #include "select/selection_context.hpp"
 #include "select/text_util.hpp"
 
@@ -74,16 +75,15 @@ void parse_component_backends(Context& ctx, const std::string& text_in, Diagnost
   if (text.empty()) return;
   const std::string flag = "--component-attention-backends ";
   if (text.front() == '{') {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      diags.add("AK3007", {{"entry", text}, {"detail", std::string("not a JSON object: ") + e.what()}});
+    const JsonText parsed = parse_json_text(text);
+    if (!parsed.value || !parsed.value->is_object()) {
+      diags.add("AK3007", {{"entry", shortened(text)},
+                           {"detail", parsed.value ? "not a JSON object" : "not a JSON object: " + parsed.problem}});
       return;
     }
-    for (const auto& [key, value] : j.items()) {
+    for (const auto& [key, value] : parsed.value->items()) {
       if (!value.is_string()) {
-        diags.add("AK3007", {{"entry", key + ": " + value.dump()}, {"detail", "the backend must be a string"}});
+        diags.add("AK3007", {{"entry", key + ": " + shown_json(value)}, {"detail", "the backend must be a string"}});
         continue;
       }
       add_entry(ctx, key, value.get<std::string>(), flag + key + "=" + value.get<std::string>(), diags);

@@ -67,19 +67,8 @@ Level level_at(int i) { return static_cast<Level>(i + 1); }
 using LevelRequests = std::array<Request, kLevels - 1>;  // levels 1..6
 
 Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec& r) {
-  Problem p;
-  p.layout = r.layout;
-  p.batch = 1;
-  p.seqlen_k = r.seqlen;
-  p.seqlen_q = r.seqlen_q > 0 ? r.seqlen_q : r.seqlen;
-  p.heads_q = r.heads;
-  p.heads_kv = r.kv_heads;
-  p.head_dim_qk = r.head_dim;
-  p.head_dim_v = r.head_dim_v;
+  Problem p = r.problem();
   p.dtype = ctx.dtype;
-  p.mask = r.mask;
-  if (r.paged_kv) p.paged_kv = PagedKv{16};
-  p.video = r.video;
   if (c.llm && ctx.kv_dtype && *ctx.kv_dtype != ctx.dtype) p.kv_dtype = ctx.kv_dtype;
   return p;
 }

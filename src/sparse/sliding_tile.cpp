@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
+#include <charconv>
+#include <climits>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
+
+#include "attnkit/core/host_memory.hpp"
+#include "core/text_file.hpp"
+#include "select/json_text.hpp"
 
 namespace attnkit::sparse {
 
@@ -41,32 +44,52 @@ const TileWindow* MaskStrategy::find(int step, int layer, int head) const {
   return it == windows.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+// "15_0_3" as (step, layer, head): three non-negative ints, nothing else
+// (from_chars: no overflow, unlike sscanf's %d).
+bool parse_strategy_key(std::string_view key, std::array<int, 3>& index) {
+  const char* at = key.data();
+  const char* end = key.data() + key.size();
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) {
+      if (at == end || *at != '_') return false;
+      ++at;
+    }
+    const auto [next, error] = std::from_chars(at, end, index[i]);
+    if (error != std::errc() || next == at || index[i] < 0) return false;
+    at = next;
+  }
+  return at == end;
+}
+
+}  // namespace
+
 Result<MaskStrategy> parse_mask_strategy(std::string_view json, const std::string& path) {
   auto malformed = [&](std::string detail) {
     return Diagnostics(diagnose("AK3108", {{"path", path}, {"detail", std::move(detail)}}));
   };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
-    return malformed(e.what());
-  }
+  const select::JsonText parsed = select::parse_json_text(json);
+  if (!parsed.value) return malformed(parsed.problem);
+  const nlohmann::json& j = *parsed.value;
   if (!j.is_object()) return malformed("the top level must be an object {\"step_layer_head\": [t, h, w]}");
   MaskStrategy s;
   s.path = path;
   for (const auto& [key, value] : j.items()) {
     std::array<int, 3> index{};
-    char tail = 0;
-    if (std::sscanf(key.c_str(), "%d_%d_%d%c", &index[0], &index[1], &index[2], &tail) != 3 || index[0] < 0 ||
-        index[1] < 0 || index[2] < 0)
-      return malformed("key '" + key + "' is not step_layer_head (three non-negative integers)");
+    if (!parse_strategy_key(key, index))
+      return malformed("key '" + shortened(key) + "' is not step_layer_head (three non-negative integers)");
     if (!value.is_array() || value.size() != 3)
-      return malformed("the window of '" + key + "' is not [t, h, w]: " + value.dump());
+      return malformed("the window of '" + key + "' is not [t, h, w]: " + select::shown_json(value));
     int dims[3];
     for (int d = 0; d < 3; ++d) {
-      if (!value[d].is_number_integer() || value[d].get<int>() < 1)
-        return malformed("the window of '" + key + "' must be three positive integers (tiles): " + value.dump());
-      dims[d] = value[d].get<int>();
+      // Read as int64: get<int>() of a value past int32 would wrap to a small window.
+      const bool integer = value[d].is_number_integer() && !(value[d].is_number_unsigned() && value[d].get<std::uint64_t>() > INT_MAX);
+      const std::int64_t w = integer ? value[d].get<std::int64_t>() : 0;
+      if (w < 1 || w > INT_MAX)
+        return malformed("the window of '" + key + "' must be three positive integers (tiles): " +
+                         select::shown_json(value));
+      dims[d] = static_cast<int>(w);
     }
     s.windows[index] = TileWindow{dims[0], dims[1], dims[2]};
   }
@@ -75,11 +98,10 @@ Result<MaskStrategy> parse_mask_strategy(std::string_view json, const std::strin
 }
 
 Result<MaskStrategy> load_mask_strategy(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Diagnostics(diagnose("AK3105", {{"path", path}, {"what", "'mask_strategy_file_path'"}}));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_mask_strategy(text.str(), path);
+  const TextFile file = read_text_file(path);
+  if (!file.text)
+    return Diagnostics(diagnose("AK3105", {{"path", path}, {"what", "'mask_strategy_file_path'"}, {"reason", file.problem}}));
+  return parse_mask_strategy(*file.text, path);
 }
 
 namespace {
@@ -126,6 +148,16 @@ Result<SlidingTileSchedule> SlidingTileSchedule::create(const Problem& p, const 
   std::set<std::pair<int, int>> step_layers;
   for (const auto& [key, window] : s.strategy_.windows)
     if (key[0] >= s.skip_time_steps_) step_layers.insert({key[0], key[1]});
+  // Every row lists at most blocks() blocks: the lists of one head set hold at
+  // most heads x blocks^2 int32 entries, whose offsets must stay int32.
+  const std::int64_t per_head = std::int64_t{s.geometry_.blocks()} * s.geometry_.blocks();
+  const std::int64_t most = per_head * (step_layers.empty() ? 0 : p.heads_q);
+  if (most > INT32_MAX)
+    return Diagnostics(diagnose("AK1012", {{"what", "the sliding-tile lists of one step and layer (heads x blocks^2)"},
+                                           {"value", std::to_string(most)}, {"limit", std::to_string(INT32_MAX)}}));
+  if (Diagnostics why = check_host_allocation("the sliding-tile lists", 4 * most * std::int64_t(step_layers.size()));
+      !why.ok())
+    return why;
   for (const auto& [step, layer] : step_layers) {
     std::vector<TileWindow> heads;
     for (int h = 0; h < p.heads_q; ++h)

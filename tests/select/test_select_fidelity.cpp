@@ -155,6 +155,27 @@ TEST(SelectFidelity, UnrelatedTextFindsNothing) {
   EXPECT_TRUE(search_catalog("").empty());
 }
 
+// explain_text, what `attnkit explain` and attnkit.explain() answer: a code's
+// page, a typo of a code AK0001 with the nearest, a text no page covers AK0004.
+TEST(SelectFidelity, ExplainTextAnswersAPageOrACode) {
+  const Result<Explanation> page = explain_text(" ak3104 ");
+  ASSERT_TRUE(page.ok()) << page.diagnostics().summary();
+  ASSERT_NE(page->page, nullptr);
+  EXPECT_EQ(page->page->code, "AK3104");
+  const Result<Explanation> typo = explain_text("AK1O02");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_TRUE(typo.diagnostics().has_code("AK0001"));
+  EXPECT_NE(typo.diagnostics().summary().find("AK1002"), std::string::npos) << typo.diagnostics().summary();
+  const Result<Explanation> ring = explain_text("ring parallelism requires the FlashAttention");
+  ASSERT_TRUE(ring.ok());
+  EXPECT_EQ(ring->page, nullptr);
+  EXPECT_EQ(ring->matches.front().entry->code, "AK4001");
+  for (const char* text : {"the weather in paris is lovely", "", "   "}) {
+    const Result<Explanation> none = explain_text(text);
+    EXPECT_TRUE(none.diagnostics().has_code("AK0004")) << text << none.diagnostics().summary();
+  }
+}
+
 // Every engine message listed in the catalog finds its own page among the matches.
 TEST(SelectFidelity, EveryEngineMessageFindsItsPage) {
   int messages = 0;

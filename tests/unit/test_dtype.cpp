@@ -62,6 +62,12 @@ TEST(DType, Fp8E4m3RoundTripsAndSaturates) {
   EXPECT_EQ(f8e4m3_to_float(float_to_f8e4m3(-1000.0f)), -448.0f);
   EXPECT_EQ(f8e4m3_to_float(float_to_f8e4m3(0.3f)), 0.3125f);
   EXPECT_TRUE(std::isnan(f8e4m3_to_float(float_to_f8e4m3(std::nanf("")))));
+  // Below half the smallest subnormal (2^-9 for e4m3, 2^-16 for e5m2): a signed zero (the
+  // fuzzer found these rounding to 0 and then encoded with a negative mantissa).
+  EXPECT_EQ(float_to_f8e4m3(1e-6f), 0x00);
+  EXPECT_EQ(float_to_f8e4m3(-1e-6f), 0x80);
+  EXPECT_EQ(float_to_f8e5m2(1e-9f), 0x00);
+  EXPECT_EQ(float_to_f8e5m2(-1e-30f), 0x80);
 }
 
 TEST(DType, Fp8E5m2RoundTripsAndOverflows) {

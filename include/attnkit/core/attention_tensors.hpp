@@ -25,9 +25,12 @@ struct AttentionTensors {
 };
 
 // Checks that the tensors match the Problem: presence, rank, shape, dtype,
-// device, unit stride on the head dim, 16-byte alignment where asked, and
-// cu_seqlens monotonic and within the packed length and block-sparse lists
-// well formed (both host-resident only).
+// device, unit stride on the head dim, 16-byte alignment where asked, outputs
+// that do not overlap themselves, and (host-resident index tensors, read only
+// once their dtype and shape are right) cu_seqlens monotonic, within the
+// packed length and no sequence longer than seqlen_q / seqlen_k; block tables
+// naming existing pages, seqlens_k within the table and seqlen_k; block-sparse
+// lists well formed.
 struct BindingRules {
   DeviceKind device = DeviceKind::cpu;
   int alignment_bytes = 0;      // every tensor's base and strides; 0: no requirement
@@ -69,6 +72,11 @@ SequenceSpan host_sequence_span(const Problem& p, const AttentionTensors& t, int
 namespace attnkit {
 // Finds the first NaN/Inf in host-resident q, k, v and sinks (AK1109). Costs one
 // read of the inputs, O(tokens * dim), small next to attention's O(tokens^2 * dim).
-// Paged caches are skipped: unused pages may legitimately hold garbage.
+// Of a paged cache only the rows the call reads are scanned (unused pages and
+// slots may legitimately hold garbage). Call after validate_binding passed.
 Diagnostics scan_nonfinite_inputs(const Problem& p, const AttentionTensors& t);
+// After a run from finite inputs: the first NaN/Inf of a host-resident out, or
+// NaN/+Inf of the LSE (-inf marks a row that sees no key), as AK1114: a score
+// or the output overflowed `backend`'s arithmetic.
+Diagnostics scan_nonfinite_outputs(const Problem& p, const AttentionTensors& t, std::string_view backend);
 }  // namespace attnkit

@@ -4,6 +4,7 @@
 // each code's message template, meaning, solutions, example and related codes;
 // code sites only name the code and fill the template's {placeholders}.
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,6 +42,7 @@ struct CatalogEntry {
 };
 
 using DiagArgs = std::initializer_list<std::pair<std::string_view, std::string>>;
+using DiagArgSpan = std::span<const std::pair<std::string_view, std::string>>;  // arguments built at run time
 
 // The embedded catalog, parsed once.
 const std::vector<CatalogEntry>& diagnostic_catalog();
@@ -64,9 +66,14 @@ std::vector<CatalogMatch> search_catalog(std::string_view text, std::size_t max 
 // An unknown code is a programming error: it yields an "AK0000" internal
 // diagnostic naming the missing code (and a test asserts none is produced).
 Diagnostic diagnose(std::string_view code, DiagArgs args = {});
+Diagnostic diagnose_args(std::string_view code, DiagArgSpan args);
 
 // Fills "{key}" placeholders; unknown placeholders are left as written.
 std::string fill_template(std::string_view tmpl, DiagArgs args);
+std::string fill_template_args(std::string_view tmpl, DiagArgSpan args);
+
+// User input as quoted in a message: `text`, or its first max - 3 bytes and "...".
+std::string shortened(std::string_view text, std::size_t max = 64);
 
 // For "did you mean" suggestions: the candidate closest to `name` by edit
 // distance, "" when none is within max(3, |name|/2) edits.
@@ -111,7 +118,9 @@ class Result {
   T& value() { return value_; }
   const T& value() const { return value_; }
   T& operator*() { return value_; }
+  const T& operator*() const { return value_; }
   T* operator->() { return &value_; }
+  const T* operator->() const { return &value_; }
   const Diagnostics& diagnostics() const { return why_; }
 
  private:
@@ -119,5 +128,19 @@ class Result {
   Diagnostics why_;
   bool has_value_ = false;
 };
+
+// The page of a code as a user writes it (any case, surrounding spaces), or
+// AK0001 naming the nearest code: what `attnkit explain` and attnkit.explain() show.
+Result<const CatalogEntry*> lookup_catalog_entry(std::string_view code);
+
+// What `attnkit explain TEXT` and attnkit.explain(text) answer. A text that is
+// one code-like word ("AK1002", " ak1002 ", the typo "AK1O02") names a page:
+// that page, or AK0001 naming the nearest code. Any other text: the pages
+// covering it (search_catalog), or AK0004 when none does.
+struct Explanation {
+  const CatalogEntry* page = nullptr;  // the text was a code
+  std::vector<CatalogMatch> matches;   // otherwise: best first, never empty
+};
+Result<Explanation> explain_text(std::string_view text);
 
 }  // namespace attnkit

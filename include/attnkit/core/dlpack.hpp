@@ -11,8 +11,9 @@
 
 namespace attnkit {
 
-// Fails with a catalogued diagnostic for unsupported dtypes, devices or ranks.
-Result<TensorView> from_dlpack(const DLTensor& t);
+// Fails with a catalogued diagnostic, naming the tensor `name`, for unsupported
+// dtypes, devices or ranks and for a tensor without its shape array.
+Result<TensorView> from_dlpack(const DLTensor& t, std::string_view name = "dlpack tensor");
 
 // The returned pointer owns a heap DLManagedTensor; its deleter frees it and
 // then calls `release` (use it to drop the owner of `view.data`).

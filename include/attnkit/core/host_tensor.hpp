@@ -36,7 +36,9 @@ struct ProblemDataOptions {
 };
 
 // Random inputs (standard normal q, k, v and sinks, random masks and
-// block-sparse lists, a shuffled paged block table) and poisoned outputs for a Problem.
+// block-sparse lists, a shuffled paged block table) and poisoned outputs for a
+// Problem. Refuses (AK1013) a problem whose buffers do not fit in this
+// machine's available memory.
 class HostProblemData {
  public:
   static Result<HostProblemData> create(const Problem& p, const ProblemDataOptions& options = {});
@@ -54,6 +56,9 @@ class HostProblemData {
   std::int64_t total_q() const;
 
  private:
+  // Allocates and fills every buffer (create() has checked their sizes).
+  void fill(const ProblemDataOptions& o, std::int64_t total_q, std::int64_t total_k, std::int64_t max_pages,
+            std::int64_t total_pages);
   Problem problem_;
   std::vector<int> q_lens_, k_lens_;
   HostTensor q_, k_, v_, out_, lse_, sinks_, cu_q_, cu_k_, block_table_, seqlens_k_, block_offsets_, block_indices_,

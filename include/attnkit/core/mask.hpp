@@ -13,12 +13,14 @@ struct KeyRange {
 
 // window_left / window_right < 0 mean unbounded; the window is centred on the
 // diagonal j = i + diagonal: query 0 is aligned with key `diagonal`.
+// Any side is exact, INT_MAX included: diag - left is formed only when it is
+// positive and diag + right + 1 only when it is below sk, so neither can
+// overflow (callers keep i, |diagonal| and sk within kMaxSeqlen = 2^30).
 AK_HOST_DEVICE KeyRange visible_keys_on_diagonal(int i, int diagonal, int sk, int window_left, int window_right) {
   const int diag = i + diagonal;
-  int lo = window_left < 0 ? 0 : diag - window_left;
-  int hi = window_right < 0 ? sk : diag + window_right + 1;
-  lo = lo < 0 ? 0 : (lo > sk ? sk : lo);  // a shard's diagonal may lie past its last key
-  hi = hi > sk ? sk : hi;
+  int lo = window_left < 0 || window_left >= diag ? 0 : diag - window_left;
+  int hi = window_right < 0 || diag >= sk - window_right - 1 ? sk : diag + window_right + 1;
+  lo = lo > sk ? sk : lo;  // a shard's diagonal may lie past its last key
   if (hi < lo) hi = lo;
   return {lo, hi};
 }

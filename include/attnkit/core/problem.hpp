@@ -75,6 +75,16 @@ struct PagedKv {
   friend bool operator==(const PagedKv&, const PagedKv&) = default;
 };
 
+// Limits that keep every index computation exact: sequence lengths below 2^30
+// (so i + (sk - sq) +- a clamped window side fits in an int), and every tensor
+// below 2^48 elements (so element and byte offsets fit in 64 bits with room).
+inline constexpr int kMaxSeqlen = 1 << 30;
+inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 48;
+// Softmax scale and softcap live in [kMinScale, kMaxScale]: the fp32 score
+// arithmetic of every backend stays finite for fp16/bf16-range inputs.
+inline constexpr float kMinScale = 1e-6f;
+inline constexpr float kMaxScale = 1e6f;
+
 struct Problem {
   Layout layout = Layout::bshd;
   int batch = 1;
@@ -109,6 +119,9 @@ struct Problem {
   int gqa_ratio() const { return heads_kv > 0 ? heads_q / heads_kv : 0; }
   bool is_varlen() const { return layout == Layout::thd; }
   // Effective (left, right) window for causal / sliding window, (-1, -1) otherwise.
+  // A side reaching past every sequence (left >= seqlen_k, right >= seqlen_q)
+  // is returned as -1, the same mask on the bottom-right diagonal (not with
+  // diagonal_offsets, where the diagonal may lie anywhere).
   Window effective_window() const;
   // Multiply-adds of the two matmuls, 2 FLOP each, over the visible (i, j) pairs
   // of the longest-sequence shape: 2*b*h*sq*sk*(dqk+dv) halved for causal.
@@ -121,7 +134,8 @@ struct Problem {
 };
 
 // Structural checks of a Problem on its own (positive sizes, head ratio, dims,
-// window values, dtype combinations). Empty result means valid.
+// window values, scale ranges, dtype combinations, the size limits above).
+// Empty result means valid.
 Diagnostics validate_problem(const Problem& p);
 
 }  // namespace attnkit

@@ -43,6 +43,10 @@ struct RoleSpec {
   // Checkpoint features these layers' weights carry that a backend must use:
   // one that ignores them computes another model (VDN-H3's linear branch).
   std::vector<std::string> weights_need;
+
+  // The role's representative attention call: batch 1, seqlen keys, seqlen_q
+  // queries (seqlen when 0), pages of 16 for a paged cache, bf16.
+  Problem problem() const;
 };
 
 struct ComponentSpec {

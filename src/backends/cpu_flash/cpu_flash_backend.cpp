@@ -2,6 +2,7 @@
 // run (binding checks, then OpenMP over (q tile, batch, head)).
 #include "attnkit/backends/cpu_flash.hpp"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "attnkit/core/block_sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "backends/cpu_flash/flash_dispatch.hpp"
 
 namespace attnkit {
@@ -85,14 +87,17 @@ class CpuFlashPlan final : public Plan {
     if (!why.ok()) return why;
     // A vectorised, threaded check first; the exact (slower) scan only names
     // the culprit once something non-finite is known to be there.
-    if (!inputs_finite(t)) {
+    const Magnitudes mag = input_magnitudes(t);
+    if (!mag.finite) {
       why = scan_nonfinite_inputs(p, t);
       if (!why.ok()) return why;
     }
+    why = check_fp32_range(mag);
+    if (!why.ok()) return why;
 
     auto addr = reinterpret_cast<std::uintptr_t>(ws.data());
     std::byte* base = reinterpret_cast<std::byte*>((addr + kAlign - 1) / kAlign * kAlign);
-    const int tiles = (p.seqlen_q + FlashTraits::kBlockQ - 1) / FlashTraits::kBlockQ;
+    const std::int64_t tiles = (std::int64_t{p.seqlen_q} + FlashTraits::kBlockQ - 1) / FlashTraits::kBlockQ;
     const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
     const std::int64_t items = heads * tiles;
 #pragma omp parallel num_threads(threads_)
@@ -108,7 +113,7 @@ class CpuFlashPlan final : public Plan {
       // carry the most work, and the light ones balance the threads at the end.
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t it = 0; it < items; ++it) {
-        const int tile = tiles - 1 - static_cast<int>(it % tiles);
+        const int tile = static_cast<int>(tiles - 1 - it % tiles);
         const std::int64_t head = it / tiles;
         const int b = static_cast<int>(head / p.heads_q);
         const int hq = static_cast<int>(head % p.heads_q);
@@ -129,6 +134,10 @@ class CpuFlashPlan final : public Plan {
         fn_(args_, h, q0, mine);
       }
     }
+    // Finite inputs can still overflow fp32 scores (|q.k| * scale past 3.4e38);
+    // such a result is refused, not returned.
+    if (max_bits(t.out, args_.out) >= kc::non_finite_bits(args_.out) || (p.return_lse && !lse_valid(t.lse)))
+      return scan_nonfinite_outputs(p, t, "cpu_flash");
     return {};
   }
 
@@ -157,43 +166,132 @@ class CpuFlashPlan final : public Plan {
     }
   }
 
-  // True when q, k, v and sinks hold no NaN/Inf. Walks each tensor as rows of
-  // contiguous elements (the head dim is unit-stride; fully contiguous tensors
-  // are one run), split over the plan's threads.
-  bool inputs_finite(const AttentionTensors& t) const {
+  // The largest |x| of q, k and v (of a paged cache, only the rows the call
+  // reads: unused pages and slots may hold anything), and whether q, k, v and
+  // sinks are free of NaN/Inf.
+  struct Magnitudes {
+    double q = 0, k = 0, v = 0;
+    bool finite = true;
+  };
+  Magnitudes input_magnitudes(const AttentionTensors& t) const {
     const kc::Elem e = args_.in;
-    for (const TensorView* tv : {&t.q, &t.k, &t.v}) {
-      // Unused pages of a paged cache may hold anything: only q is scanned then.
-      if (tv->numel() == 0 || (problem().paged_kv && tv != &t.q)) continue;
-      const int r = tv->rank;
-      const bool contiguous = tv->is_contiguous();
-      const std::int64_t run = contiguous ? tv->numel() : tv->shape[r - 1];
-      const std::int64_t runs = contiguous ? 1 : tv->numel() / run;
-      // Split one long run into chunks so every thread gets a share.
-      const std::int64_t chunk = contiguous ? std::max<std::int64_t>(1 << 16, run / (4 * threads_) + 1) : run;
-      const std::int64_t pieces = contiguous ? (run + chunk - 1) / chunk : runs;
-      const std::size_t elem = dtype_size(tv->dtype);
-      std::uint32_t worst = 0;
-#pragma omp parallel for num_threads(threads_) schedule(static) reduction(max : worst)
-      for (std::int64_t i = 0; i < pieces; ++i) {
-        std::int64_t offset = 0, n = run;
-        if (contiguous) {
-          offset = i * chunk;
-          n = std::min(chunk, run - offset);
-        } else {
-          std::int64_t rest = i;  // row index over the leading dims
-          for (int d = r - 2; d >= 0; --d) {
-            offset += rest % tv->shape[d] * tv->strides[d];
-            rest /= tv->shape[d];
-          }
-        }
-        worst = std::max(worst, cpu_flash::max_magnitude_bits(tv->bytes() + offset * static_cast<std::int64_t>(elem), e, n));
-      }
-      if (worst >= kc::non_finite_bits(e)) return false;
+    std::uint32_t q = max_bits(t.q, e), k = 0, v = 0;
+    if (problem().paged_kv) {
+      read_pages_max_bits(t, k, v);
+    } else {
+      k = max_bits(t.k, e);
+      v = max_bits(t.v, e);
     }
+    Magnitudes m;
+    const std::uint32_t inf = kc::non_finite_bits(e);
+    m.finite = q < inf && k < inf && v < inf;
+    m.q = magnitude(q, e), m.k = magnitude(k, e), m.v = magnitude(v, e);
     if (problem().has_sinks)
       for (std::int64_t h = 0; h < t.sinks.numel(); ++h)
-        if (!std::isfinite(t.sinks.ptr<const float>()[h * t.sinks.strides[0]])) return false;
+        if (!std::isfinite(t.sinks.ptr<const float>()[h * t.sinks.strides[0]])) m.finite = false;
+    return m;
+  }
+
+  // fp32 scores and sums stay finite when |s| <= mul * dqk * max|q| * max|k|
+  // (mul: the prescale of q or of the bf16 dot products, 1 beside it) and
+  // |O^T| <= seqlen_k * max|v| are below 2^126 (a 4x margin under FLT_MAX for
+  // the rounding of the sums); inputs that could pass it are refused (the fp64
+  // reference computes them exactly) instead of returning a result whose
+  // overflowed scores Max and Exp2 dropped silently.
+  Diagnostics check_fp32_range(const Magnitudes& m) const {
+    constexpr double kLimit = 0x1p126;
+    const double mul = std::max(1.0, static_cast<double>(std::fabs(args_.score_mul)));
+    const double scores = mul * args_.dqk * m.q * m.k;
+    const double sums = static_cast<double>(problem().seqlen_k) * m.v * args_.out_mul;
+    if (scores < kLimit && sums < kLimit) return {};
+    return diagnose("AK1114", {{"backend", "cpu_flash"},
+                               {"reason", scores >= kLimit
+                                              ? fmt::format("|q| up to {:.3g} and |k| up to {:.3g} over head dim {} give "
+                                                            "scores up to {:.3g}, past fp32's range",
+                                                            m.q, m.k, args_.dqk, scores)
+                                              : fmt::format("|v| up to {:.3g} summed over up to {} keys passes fp32's range",
+                                                            m.v, problem().seqlen_k)}});
+  }
+
+  // |x| of the sign-cleared bit pattern `bits` of element type e.
+  static double magnitude(std::uint32_t bits, kc::Elem e) {
+    switch (e) {
+      case kc::Elem::f32: return bits_float(bits);
+      case kc::Elem::bf16: return bf16_to_float(static_cast<std::uint16_t>(bits));
+      case kc::Elem::f16: return f16_to_float(static_cast<std::uint16_t>(bits));
+    }
+    return 0.0;
+  }
+
+  // max over a tensor of element type e of its sign-cleared bit patterns (the
+  // order of those is the order of |x|; NaN/Inf above every finite value).
+  // Walks it as rows of contiguous elements (the head dim is unit-stride;
+  // fully contiguous tensors are one run), split over the plan's threads.
+  std::uint32_t max_bits(const TensorView& tv, kc::Elem e) const {
+    if (tv.numel() == 0) return 0;
+    const int r = tv.rank;
+    const bool contiguous = tv.is_contiguous();
+    const std::int64_t run = contiguous ? tv.numel() : tv.shape[r - 1];
+    const std::int64_t runs = contiguous ? 1 : tv.numel() / run;
+    // Split one long run into chunks so every thread gets a share.
+    const std::int64_t chunk = contiguous ? std::max<std::int64_t>(1 << 16, run / (4 * threads_) + 1) : run;
+    const std::int64_t pieces = contiguous ? (run + chunk - 1) / chunk : runs;
+    const std::size_t elem = dtype_size(tv.dtype);
+    std::uint32_t worst = 0;
+#pragma omp parallel for num_threads(threads_) schedule(static) reduction(max : worst)
+    for (std::int64_t i = 0; i < pieces; ++i) {
+      std::int64_t offset = 0, n = run;
+      if (contiguous) {
+        offset = i * chunk;
+        n = std::min(chunk, run - offset);
+      } else {
+        std::int64_t rest = i;  // row index over the leading dims
+        for (int d = r - 2; d >= 0; --d) {
+          offset += rest % tv.shape[d] * tv.strides[d];
+          rest /= tv.shape[d];
+        }
+      }
+      worst = std::max(worst, cpu_flash::max_magnitude_bits(tv.bytes() + offset * static_cast<std::int64_t>(elem), e, n));
+    }
+    return worst;
+  }
+
+  // max_bits over the cached rows the call reads: keys j < seqlens_k[b] of every kv head.
+  void read_pages_max_bits(const AttentionTensors& t, std::uint32_t& k_bits, std::uint32_t& v_bits) const {
+    const Problem& p = problem();
+    const int P = p.paged_kv->page_size;
+    const std::int64_t elem = static_cast<std::int64_t>(dtype_size(p.dtype));
+    std::uint32_t k_worst = 0, v_worst = 0;
+#pragma omp parallel for num_threads(threads_) schedule(dynamic, 1) reduction(max : k_worst, v_worst)
+    for (int b = 0; b < p.batch; ++b) {
+      const SequenceSpan span = host_sequence_span(p, t, b);
+      const auto* table = t.block_table.ptr<const std::int32_t>() + b * t.block_table.strides[0];
+      for (int j = 0; j < span.k_len; ++j) {
+        const std::int64_t page = table[(j / P) * t.block_table.strides[1]];
+        for (int h = 0; h < p.heads_kv; ++h) {
+          const std::int64_t k_off = page * t.k.strides[0] + (j % P) * t.k.strides[1] + h * t.k.strides[2];
+          const std::int64_t v_off = page * t.v.strides[0] + (j % P) * t.v.strides[1] + h * t.v.strides[2];
+          k_worst = std::max(k_worst, cpu_flash::max_magnitude_bits(t.k.bytes() + k_off * elem, args_.in, p.head_dim_qk));
+          v_worst = std::max(v_worst, cpu_flash::max_magnitude_bits(t.v.bytes() + v_off * elem, args_.in, p.head_dim_v));
+        }
+      }
+    }
+    k_bits = k_worst;
+    v_bits = v_worst;
+  }
+
+  // LSE values are finite or -inf (a row that sees no key).
+  static bool lse_valid(const TensorView& lse) {
+    const int r = lse.rank;
+    for (std::int64_t i = 0; i < lse.numel(); ++i) {
+      std::int64_t off = 0, rest = i;
+      for (int d = r - 1; d >= 0; --d) {
+        off += rest % lse.shape[d] * lse.strides[d];
+        rest /= lse.shape[d];
+      }
+      const float x = lse.ptr<const float>()[off];
+      if (!(std::isfinite(x) || x == -INFINITY)) return false;
+    }
     return true;
   }
 
@@ -303,7 +401,10 @@ class CpuFlashBackend final : public Backend {
                           (options_.isa == CpuIsa::best && cpu_flash_best_isa() == CpuIsa::avx512_bf16);
     if (want_dot && a.in == kc::Elem::bf16 && a.dqk % 2 == 0 && a.dv % 2 == 0) a.dot = cpu_flash::bf16_dot_ops();
     const int threads = options_.threads > 0 ? options_.threads : std::max(1, omp_get_max_threads());
-    return std::unique_ptr<Plan>(std::make_unique<CpuFlashPlan>(p, a, fn, threads));
+    auto plan = std::make_unique<CpuFlashPlan>(p, a, fn, threads);
+    why = check_host_allocation("cpu_flash's workspace", static_cast<std::int64_t>(plan->workspace_bytes()));
+    if (!why.ok()) return why;
+    return std::unique_ptr<Plan>(std::move(plan));
   }
 
  private:

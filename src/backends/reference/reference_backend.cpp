@@ -1,10 +1,14 @@
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <limits>
 #include <vector>
 
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/core/block_sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "attnkit/core/mask.hpp"
 
 namespace attnkit {
@@ -175,13 +179,27 @@ Diagnostics reference_attention(const Problem& p, const AttentionTensors& t, con
     why = scan_nonfinite_inputs(p, t);
     if (!why.ok()) return why;
   }
-  std::vector<std::pair<int, int>> heads = options.only_heads;
-  if (heads.empty())
-    for (int b = 0; b < p.batch; ++b)
-      for (int h = 0; h < p.heads_q; ++h) heads.emplace_back(b, h);
-  const auto n = static_cast<std::int64_t>(heads.size());
+  // Per thread: one head's K and V rows in fp64, plus a score row and two vectors.
+  const std::int64_t per_thread =
+      (std::int64_t{p.seqlen_k} * (p.head_dim_qk + p.head_dim_v + 1) + p.head_dim_qk + p.head_dim_v) *
+      static_cast<std::int64_t>(sizeof(double));
+  why = check_host_allocation("the reference's fp64 copies of one head's keys and values (per thread)",
+                              per_thread * omp_get_max_threads());
+  if (!why.ok()) return why;
+  const std::vector<std::pair<int, int>>& only = options.only_heads;
+  const std::int64_t n = only.empty() ? std::int64_t{p.batch} * p.heads_q : static_cast<std::int64_t>(only.size());
+  bool out_of_memory = false;
 #pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t i = 0; i < n; ++i) compute_head(p, t, heads[i].first, heads[i].second);
+  for (std::int64_t i = 0; i < n; ++i) {
+    try {
+      if (only.empty()) compute_head(p, t, static_cast<int>(i / p.heads_q), static_cast<int>(i % p.heads_q));
+      else compute_head(p, t, only[i].first, only[i].second);
+    } catch (const std::bad_alloc&) {  // an exception may not leave the parallel region
+#pragma omp atomic write
+      out_of_memory = true;
+    }
+  }
+  if (out_of_memory) return host_allocation_failed("the reference's per-head copies", per_thread * omp_get_max_threads());
   return {};
 }
 

@@ -300,8 +300,10 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
   float* HWY_RESTRICT m = ws + L.m;
   float* HWY_RESTRICT l = ws + L.l;
   float* HWY_RESTRICT alpha = ws + L.alpha;
-  float* HWY_RESTRICT lo_f = ws + L.lo;
-  float* HWY_RESTRICT hi_f = ws + L.hi;
+  // Visible key ranges as int32: exact for any sequence length (a float is
+  // exact only up to 2^24).
+  auto* HWY_RESTRICT lo_i = reinterpret_cast<std::int32_t*>(ws + L.lo);
+  auto* HWY_RESTRICT hi_i = reinterpret_cast<std::int32_t*>(ws + L.hi);
   auto* vis = reinterpret_cast<std::uint8_t*>(ws + L.vis);
   auto* qt2 = reinterpret_cast<std::uint32_t*>(qt);
   auto* pt2 = reinterpret_cast<std::uint32_t*>(ws + L.pt2);
@@ -322,8 +324,8 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
       hi_min = std::min(hi_min, r.hi);
       hi_max = std::max(hi_max, r.hi);
     }
-    lo_f[i] = static_cast<float>(r.lo);
-    hi_f[i] = static_cast<float>(r.hi);
+    lo_i[i] = r.lo;
+    hi_i[i] = r.hi;
     m[i] = kNegInf;
     l[i] = 0.0f;
   }
@@ -373,7 +375,7 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
       for (int j = 0; j < nk; ++j)
         for (int i = 0; i < Q; ++i) {
           const int kj = j0 + j;
-          bool v = i < nq && kj >= static_cast<int>(lo_f[i]) && kj < static_cast<int>(hi_f[i]);
+          bool v = i < nq && kj >= lo_i[i] && kj < hi_i[i];
           if (v && partly_listed) v = (listed_by & row_bit[i]) != 0;
           if (v && a.extra == ExtraMask::element)
             v = h.mask[static_cast<std::int64_t>(q0 + i) * h.mask_si + static_cast<std::int64_t>(kj) * h.mask_sj] != 0;
@@ -411,11 +413,13 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
         for (int e = 0; e < nk * Q; ++e)
           if (!vis[e]) st[e] = kNegInf;
       } else {
+        const hn::RebindToSigned<DF> di;
         for (int j = 0; j < nk; ++j) {
-          const VF jf = hn::Set(df, static_cast<float>(j0 + j));
+          // lo <= j < hi as lo < j + 1 and j < hi (Highway 1.0 has no signed Ge on x86).
+          const auto jv = hn::Set(di, j0 + j), jv1 = hn::Set(di, j0 + j + 1);
           for (int i = 0; i < Q; i += N) {
-            const auto seen = hn::And(hn::Ge(jf, hn::LoadU(df, lo_f + i)), hn::Lt(jf, hn::LoadU(df, hi_f + i)));
-            hn::StoreU(hn::IfThenElse(seen, hn::LoadU(df, st + j * Q + i), ninf), df, st + j * Q + i);
+            const auto seen = hn::And(hn::Lt(hn::LoadU(di, lo_i + i), jv1), hn::Lt(jv, hn::LoadU(di, hi_i + i)));
+            hn::StoreU(hn::IfThenElse(hn::RebindMask(df, seen), hn::LoadU(df, st + j * Q + i), ninf), df, st + j * Q + i);
           }
         }
       }
@@ -454,6 +458,7 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
   };
 
   if (!sparse) {
+    // hi_max <= seqlen_k <= kMaxSeqlen: j0 + K cannot wrap.
     for (int j0 = lo_min; j0 < hi_max; j0 += K) visit(j0, std::min(K, hi_max - j0), all_listed);
   } else if (nq > 0) {
     ListedKeyBlocks lists(a, h, q0, nq);

@@ -120,8 +120,8 @@ constexpr WorkspaceLayout workspace_layout(int dqk, int dv) {
   w.m = take(T::kBlockQ);      // running max (log2 units)
   w.l = take(T::kBlockQ);      // running denominator
   w.alpha = take(T::kBlockQ);  // exp2(m_old - m_new) of the current KV tile
-  w.lo = take(T::kBlockQ);     // first visible key per query (as float)
-  w.hi = take(T::kBlockQ);     // one past the last visible key per query
+  w.lo = take(T::kBlockQ);     // first visible key per query (int32)
+  w.hi = take(T::kBlockQ);     // one past the last visible key per query (int32)
   w.vis = take(static_cast<std::size_t>(T::kBlockK) * T::kBlockQ / 4);  // uint8 visibility of a tile
   w.total = at;
   return w;
