@@ -289,7 +289,8 @@ class ListedKeyBlocks {
 
 // Computes output rows [q0, q0 + kBlockQ) of one head; ws: workspace_layout floats.
 void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTRICT ws) {
-  constexpr int Q = FlashTraits::kBlockQ, K = FlashTraits::kBlockK;
+  constexpr int Q = FlashTraits::kBlockQ;
+  const int K = a.kv_tile;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -304,6 +305,7 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
   // exact only up to 2^24).
   auto* HWY_RESTRICT lo_i = reinterpret_cast<std::int32_t*>(ws + L.lo);
   auto* HWY_RESTRICT hi_i = reinterpret_cast<std::int32_t*>(ws + L.hi);
+  float* HWY_RESTRICT skip_f = ws + L.skip;
   auto* vis = reinterpret_cast<std::uint8_t*>(ws + L.vis);
   auto* qt2 = reinterpret_cast<std::uint32_t*>(qt);
   auto* pt2 = reinterpret_cast<std::uint32_t*>(ws + L.pt2);
@@ -424,16 +426,42 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
         }
       }
     }
+    // Skip-softmax: row i skips this tile when it has seen a key (m finite)
+    // and the tile's largest score is below m + log2(threshold); the tile
+    // then adds nothing to the row. When every row skips it or sees nothing
+    // in it, the exponentials, P V and the V load are skipped too.
+    if (a.skip_softmax) {
+      const VF ninf = hn::Set(df, kNegInf), thr = hn::Set(df, h.skip_log2_threshold);
+      bool any_kept = false;
+      std::int64_t decided = 0, skipped = 0;
+      for (int i = 0; i < Q; i += N) {
+        const VF m_old = hn::LoadU(df, m + i);
+        VF blk = ninf;
+        for (int j = 0; j < nk; ++j) blk = hn::Max(blk, hn::LoadU(df, st + j * Q + i));
+        const auto row = hn::Lt(hn::Iota(df, static_cast<float>(i)), hn::Set(df, static_cast<float>(nq)));
+        const auto seen = hn::And(row, hn::Ne(blk, ninf));
+        const auto skip = hn::And(hn::And(seen, hn::Ne(m_old, ninf)), hn::Lt(blk, hn::Add(m_old, thr)));
+        decided += static_cast<std::int64_t>(hn::CountTrue(df, seen));
+        skipped += static_cast<std::int64_t>(hn::CountTrue(df, skip));
+        any_kept |= !hn::AllFalse(df, hn::AndNot(skip, seen));
+        hn::StoreU(hn::IfThenElseZero(skip, hn::Set(df, 1.0f)), df, skip_f + i);
+      }
+      if (h.skip_counts) h.skip_counts[0] += decided, h.skip_counts[1] += skipped;
+      if (!any_kept) return;
+    }
     // Online softmax, lane-wise over queries.
     for (int i = 0; i < Q; i += N) {
       const VF m_old = hn::LoadU(df, m + i);
       VF mx = m_old;
       for (int j = 0; j < nk; ++j) mx = hn::Max(mx, hn::LoadU(df, st + j * Q + i));
+      // Skipping rows keep their max, their sum and their output (alpha = 1, P = 0).
+      const auto skip = a.skip_softmax ? hn::Ne(hn::LoadU(df, skip_f + i), hn::Zero(df)) : hn::FirstN(df, 0);
+      mx = hn::IfThenElse(skip, m_old, mx);
       // A row with nothing visible yet keeps m = -inf; subtract 0 instead of -inf.
       const VF m_use = hn::IfThenZeroElse(hn::Eq(mx, hn::Set(df, kNegInf)), mx);
       VF sum = hn::Zero(df);
       for (int j = 0; j < nk; ++j) {
-        const VF p = Exp2NonPositive(df, hn::Sub(hn::LoadU(df, st + j * Q + i), m_use));
+        const VF p = hn::IfThenZeroElse(skip, Exp2NonPositive(df, hn::Sub(hn::LoadU(df, st + j * Q + i), m_use)));
         hn::StoreU(p, df, st + j * Q + i);
         sum = hn::Add(sum, p);
       }
@@ -458,8 +486,10 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
   };
 
   if (!sparse) {
-    // hi_max <= seqlen_k <= kMaxSeqlen: j0 + K cannot wrap.
-    for (int j0 = lo_min; j0 < hi_max; j0 += K) visit(j0, std::min(K, hi_max - j0), all_listed);
+    // hi_max <= seqlen_k <= kMaxSeqlen: j0 + K cannot wrap. Skip-softmax decides
+    // on aligned tiles [n K, (n + 1) K); otherwise tiles start at the first visible key.
+    const int first = a.skip_softmax ? lo_min / K * K : lo_min;
+    for (int j0 = first; j0 < hi_max; j0 += K) visit(j0, std::min(K, hi_max - j0), all_listed);
   } else if (nq > 0) {
     ListedKeyBlocks lists(a, h, q0, nq);
     std::int64_t kb_lo, kb_hi;
