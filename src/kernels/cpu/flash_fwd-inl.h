@@ -305,7 +305,6 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
   // exact only up to 2^24).
   auto* HWY_RESTRICT lo_i = reinterpret_cast<std::int32_t*>(ws + L.lo);
   auto* HWY_RESTRICT hi_i = reinterpret_cast<std::int32_t*>(ws + L.hi);
-  float* HWY_RESTRICT skip_f = ws + L.skip;
   auto* vis = reinterpret_cast<std::uint8_t*>(ws + L.vis);
   auto* qt2 = reinterpret_cast<std::uint32_t*>(qt);
   auto* pt2 = reinterpret_cast<std::uint32_t*>(ws + L.pt2);
@@ -426,39 +425,37 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
         }
       }
     }
-    // Skip-softmax: row i skips this tile when it has seen a key (m finite)
-    // and the tile's largest score is below m + log2(threshold); the tile
-    // then adds nothing to the row. When every row skips it or sees nothing
-    // in it, the exponentials, P V and the V load are skipped too.
-    if (a.skip_softmax) {
-      const VF ninf = hn::Set(df, kNegInf), thr = hn::Set(df, h.skip_log2_threshold);
-      bool any_kept = false;
-      std::int64_t decided = 0, skipped = 0;
-      for (int i = 0; i < Q; i += N) {
-        const VF m_old = hn::LoadU(df, m + i);
-        VF blk = ninf;
-        for (int j = 0; j < nk; ++j) blk = hn::Max(blk, hn::LoadU(df, st + j * Q + i));
-        const auto row = hn::Lt(hn::Iota(df, static_cast<float>(i)), hn::Set(df, static_cast<float>(nq)));
-        const auto seen = hn::And(row, hn::Ne(blk, ninf));
-        const auto skip = hn::And(hn::And(seen, hn::Ne(m_old, ninf)), hn::Lt(blk, hn::Add(m_old, thr)));
-        decided += static_cast<std::int64_t>(hn::CountTrue(df, seen));
-        skipped += static_cast<std::int64_t>(hn::CountTrue(df, skip));
-        any_kept |= !hn::AllFalse(df, hn::AndNot(skip, seen));
-        hn::StoreU(hn::IfThenElseZero(skip, hn::Set(df, 1.0f)), df, skip_f + i);
-      }
-      if (h.skip_counts) h.skip_counts[0] += decided, h.skip_counts[1] += skipped;
-      if (!any_kept) return;
-    }
-    // Online softmax, lane-wise over queries.
+    // Online softmax, lane-wise over queries. Skip-softmax decides here: row
+    // i skips this tile when it has seen a key (m finite) and the tile's
+    // largest score is below m + log2(threshold); the tile then adds nothing
+    // to the row (P = 0, alpha = 1). A vector of rows that all skip (or see
+    // nothing) skips its exponentials; a tile no row keeps skips P V and the
+    // V load.
+    bool any_kept = !a.skip_softmax;
+    std::int64_t decided = 0, skipped = 0;
+    const VF ninf = hn::Set(df, kNegInf);
     for (int i = 0; i < Q; i += N) {
       const VF m_old = hn::LoadU(df, m + i);
-      VF mx = m_old;
-      for (int j = 0; j < nk; ++j) mx = hn::Max(mx, hn::LoadU(df, st + j * Q + i));
-      // Skipping rows keep their max, their sum and their output (alpha = 1, P = 0).
-      const auto skip = a.skip_softmax ? hn::Ne(hn::LoadU(df, skip_f + i), hn::Zero(df)) : hn::FirstN(df, 0);
-      mx = hn::IfThenElse(skip, m_old, mx);
+      VF blk = ninf;
+      for (int j = 0; j < nk; ++j) blk = hn::Max(blk, hn::LoadU(df, st + j * Q + i));
+      VF mx = hn::Max(m_old, blk);
+      auto skip = hn::FirstN(df, 0);
+      if (a.skip_softmax) {
+        const auto row = hn::Lt(hn::Iota(df, static_cast<float>(i)), hn::Set(df, static_cast<float>(nq)));
+        const auto seen = hn::And(row, hn::Ne(blk, ninf));
+        skip = hn::And(hn::And(seen, hn::Ne(m_old, ninf)), hn::Lt(blk, hn::Add(m_old, hn::Set(df, h.skip_log2_threshold))));
+        decided += static_cast<std::int64_t>(hn::CountTrue(df, seen));
+        skipped += static_cast<std::int64_t>(hn::CountTrue(df, skip));
+        if (hn::AllFalse(df, hn::AndNot(skip, seen))) {  // nothing to add for these rows
+          for (int j = 0; j < nk; ++j) hn::StoreU(hn::Zero(df), df, st + j * Q + i);
+          hn::StoreU(hn::Set(df, 1.0f), df, alpha + i);
+          continue;
+        }
+        any_kept = true;
+        mx = hn::IfThenElse(skip, m_old, mx);
+      }
       // A row with nothing visible yet keeps m = -inf; subtract 0 instead of -inf.
-      const VF m_use = hn::IfThenZeroElse(hn::Eq(mx, hn::Set(df, kNegInf)), mx);
+      const VF m_use = hn::IfThenZeroElse(hn::Eq(mx, ninf), mx);
       VF sum = hn::Zero(df);
       for (int j = 0; j < nk; ++j) {
         const VF p = hn::IfThenZeroElse(skip, Exp2NonPositive(df, hn::Sub(hn::LoadU(df, st + j * Q + i), m_use)));
@@ -469,6 +466,10 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
       hn::StoreU(al, df, alpha + i);
       hn::StoreU(hn::MulAdd(hn::LoadU(df, l + i), al, sum), df, l + i);
       hn::StoreU(mx, df, m + i);
+    }
+    if (a.skip_softmax) {
+      if (h.skip_counts) h.skip_counts[0] += decided, h.skip_counts[1] += skipped;
+      if (!any_kept) return;
     }
     // O^T = alpha O^T + V^T P^T.
     const char* v_tile = static_cast<const char*>(h.v) + j0 * h.v_stride * in_size;

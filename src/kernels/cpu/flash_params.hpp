@@ -107,7 +107,7 @@ struct HeadSlice {
 
 // Per-thread workspace, in floats, every part 64-byte aligned.
 struct WorkspaceLayout {
-  std::size_t qt, st, pt2, ot, kf, vf, m, l, alpha, lo, hi, vis, skip, total;
+  std::size_t qt, st, pt2, ot, kf, vf, m, l, alpha, lo, hi, vis, total;
 };
 
 constexpr std::size_t round_up16(std::size_t n) { return (n + 15) / 16 * 16; }
@@ -133,7 +133,6 @@ constexpr WorkspaceLayout workspace_layout(int dqk, int dv) {
   w.lo = take(T::kBlockQ);     // first visible key per query (int32)
   w.hi = take(T::kBlockQ);     // one past the last visible key per query (int32)
   w.vis = take(static_cast<std::size_t>(T::kMaxBlockK) * T::kBlockQ / 4);  // uint8 visibility of a tile
-  w.skip = take(T::kBlockQ);  // skip-softmax: 1 where the row skips the current tile
   w.total = at;
   return w;
 }
