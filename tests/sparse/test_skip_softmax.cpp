@@ -71,17 +71,7 @@ Oracle skip_softmax_oracle(const Problem& p, const AttentionTensors& t, double f
   return o;
 }
 
-Problem video_problem(DType dtype) {
-  Problem p;
-  p.batch = 1;
-  p.seqlen_q = p.seqlen_k = 6 * 8 * 12;
-  p.heads_q = 4;
-  p.heads_kv = 2;
-  p.head_dim_qk = p.head_dim_v = 64;
-  p.dtype = dtype;
-  p.video = VideoGrid{6, 8, 12};
-  return p;
-}
+Problem video_problem(DType dtype) { return testing::video_problem({6, 8, 12}, 0, 1, 4, 2, 64, dtype); }
 
 struct SkipRun {
   HostProblemData data;
@@ -104,16 +94,11 @@ SkipRun run(const Problem& p, double factor, int step, int block = 128, std::uin
   if (factor > 0) where.skip_softmax = SkipSoftmaxParams{factor, 3, block};
   const Diagnostics ran = (*plan)->run_at(where, r.data.tensors(), ws, nullptr);
   EXPECT_TRUE(ran.ok()) << ran.summary();
-  const TensorView& o = r.data.tensors().out;
-  for (std::int64_t e = 0; e < o.numel(); ++e) r.out.push_back(load_as_double(o.data, o.dtype, e));
+  r.out = testing::as_doubles(r.data.tensors().out);
   return r;
 }
 
-double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0, n = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * (a[i] - b[i]), n += b[i] * b[i];
-  return std::sqrt(d / n);
-}
+using testing::rel_l2;
 
 TEST(SkipSoftmax, MatchesTheRuleAndCountsWhatItSkips) {
   const Problem p = video_problem(DType::f32);

@@ -17,17 +17,8 @@ namespace {
 
 constexpr int kTile = 64;
 
-Problem sol_problem(int frames = 6) {
-  Problem p;
-  p.batch = 1;
-  p.seqlen_q = p.seqlen_k = frames * 8 * 12;  // 576 tokens: 9 tiles of 64
-  p.heads_q = 2;
-  p.heads_kv = 2;
-  p.head_dim_qk = p.head_dim_v = 128;
-  p.dtype = DType::bf16;
-  p.video = VideoGrid{frames, 8, 12};
-  return p;
-}
+// frames x 8 x 12 latents (6 frames: 576 tokens, 9 tiles of 64), 2 heads, d128, bf16.
+Problem sol_problem(int frames = 6) { return testing::video_problem({frames, 8, 12}, 0, 1, 2, 2, 128, DType::bf16); }
 
 select::BackendConfig config(double tau, std::string dense_layers = "0,1", std::int64_t sink_tokens = 0) {
   return {{"tau", tau}, {"dense_steps", std::int64_t{2}}, {"dense_layers", dense_layers},
@@ -108,34 +99,16 @@ std::vector<double> sol_oracle(const Problem& p, const AttentionTensors& t, doub
   return out;
 }
 
-std::vector<double> as_doubles(const TensorView& o) {
-  std::vector<double> v;
-  for (std::int64_t e = 0; e < o.numel(); ++e) v.push_back(load_as_double(o.data, o.dtype, e));
-  return v;
-}
+using testing::as_doubles;
+using testing::rel_l2;
 
-double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0, n = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * (a[i] - b[i]), n += b[i] * b[i];
-  return std::sqrt(d / n);
-}
-
-struct SolRun {
+struct SolRun : testing::SparseRun {
   std::vector<double> out;
-  SparsityStats stats;
-  Diagnostics ran;
 };
 
 SolRun run_sol(const Problem& p, const select::BackendConfig& c, CallContext where, const HostProblemData& data) {
   SolRun r;
-  auto plan = make_sol_backend()->plan_configured(p, detect_cpu_platform(), c);
-  if (!plan) {
-    r.ran = plan.diagnostics();
-    return r;
-  }
-  std::vector<std::byte> ws((*plan)->workspace_bytes());
-  where.stats = &r.stats;
-  r.ran = (*plan)->run_at(where, data.tensors(), ws, nullptr);
+  static_cast<testing::SparseRun&>(r) = testing::run_on_cpu(*make_sol_backend(), p, c, where, data.tensors());
   r.out = as_doubles(data.tensors().out);
   return r;
 }

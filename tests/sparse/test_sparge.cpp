@@ -62,16 +62,8 @@ TEST(Sparge, SelfSimilarity) {
   EXPECT_NEAR(pool_block(opposite, 2, 2, mean, scratch), 0.0, 1e-12);
 }
 
-Problem sparge_problem(DType dtype = DType::f32) {
-  Problem p;
-  p.batch = 2;
-  p.seqlen_q = p.seqlen_k = 4 * 10 * 13;  // 520 tokens: 5 query blocks (the last partial), 9 key blocks
-  p.heads_q = p.heads_kv = 2;
-  p.head_dim_qk = p.head_dim_v = 64;
-  p.dtype = dtype;
-  p.video = VideoGrid{4, 10, 13};
-  return p;
-}
+// 4 x 10 x 13 latents (520 tokens: 5 query blocks, the last partial, 9 key blocks), 2 heads, d64.
+Problem sparge_problem(DType dtype = DType::f32) { return testing::video_problem({4, 10, 13}, 0, 2, 2, 2, 64, dtype); }
 
 // The selection of docs/sparse.md in fp64, straight from the tensors, as a
 // dense block mask [batch, heads, q blocks, k blocks].
@@ -131,23 +123,8 @@ HostTensor oracle_mask(const Problem& p, const AttentionTensors& t, double topk,
   return m;
 }
 
-struct SpargeRun {
-  Diagnostics ran;
-  SparsityStats stats;
-};
-
-SpargeRun run_sparge(const Problem& p, const select::BackendConfig& c, const AttentionTensors& t) {
-  SpargeRun r;
-  auto plan = make_sparge_backend()->plan_configured(p, detect_cpu_platform(), c);
-  if (!plan) {
-    r.ran = plan.diagnostics();
-    return r;
-  }
-  std::vector<std::byte> ws((*plan)->workspace_bytes());
-  CallContext where;
-  where.stats = &r.stats;
-  r.ran = (*plan)->run_at(where, t, ws, nullptr);
-  return r;
+testing::SparseRun run_sparge(const Problem& p, const select::BackendConfig& c, const AttentionTensors& t) {
+  return testing::run_on_cpu(*make_sparge_backend(), p, c, {}, t);
 }
 
 TEST(Sparge, PlanMatchesTheReferenceUnderTheSelectedBlocks) {
@@ -163,7 +140,7 @@ TEST(Sparge, PlanMatchesTheReferenceUnderTheSelectedBlocks) {
                               {{{"cdfthreshd", 0.9}}, 0, 0.9, -0.1},
                               {{{"topk", 0.2}, {"simthreshd1", 0.6}}, 0.2, 0, 0.6}};
   for (const Setting& s : settings) {
-    SpargeRun r = run_sparge(p, s.config, data->tensors());
+    testing::SparseRun r = run_sparge(p, s.config, data->tensors());
     ASSERT_TRUE(r.ran.ok()) << r.ran.summary();
     HostTensor mask = oracle_mask(p, data->tensors(), s.topk, s.cdf, s.sim);
     Problem rp = p;
@@ -187,7 +164,7 @@ TEST(Sparge, ShortOrCrossCallsRunDenseAndSaySo) {
   p.video.reset();
   auto data = HostProblemData::create(p, {.seed = 4});
   ASSERT_TRUE(data.ok());
-  SpargeRun r = run_sparge(p, {}, data->tensors());
+  testing::SparseRun r = run_sparge(p, {}, data->tensors());
   ASSERT_TRUE(r.ran.ok()) << r.ran.summary();
   EXPECT_TRUE(r.stats.dense);
   EXPECT_NE(r.stats.dense_reason.find("128"), std::string::npos);
@@ -201,7 +178,7 @@ TEST(Sparge, ShortOrCrossCallsRunDenseAndSaySo) {
   cross.video.reset();
   auto cd = HostProblemData::create(cross);
   ASSERT_TRUE(cd.ok());
-  SpargeRun rc = run_sparge(cross, {}, cd->tensors());
+  testing::SparseRun rc = run_sparge(cross, {}, cd->tensors());
   ASSERT_TRUE(rc.ran.ok());
   EXPECT_EQ(rc.stats.dense_reason, "seqlen_q != seqlen_k");
 }
@@ -231,7 +208,7 @@ TEST(Sparge, ErrorAgainstDenseOnVideoLikeInputs) {
   double last = 1.0;
   // Measured (2026-12, these inputs): 0.57 at topk 0.1, 0.21 at 0.3, 0.061 at 0.6.
   for (auto [topk, bound] : {std::pair{0.1, 0.7}, {0.3, 0.27}, {0.6, 0.08}}) {
-    SpargeRun r = run_sparge(p, {{"topk", topk}}, data->tensors());
+    testing::SparseRun r = run_sparge(p, {{"topk", topk}}, data->tensors());
     ASSERT_TRUE(r.ran.ok());
     const double err = compare_outputs(data->tensors().out, ref.view()).rel_l2;
     EXPECT_LT(err, bound) << "topk " << topk << ", skipped " << r.stats.skipped_fraction();
