@@ -106,17 +106,7 @@ TEST(SlidingTile, MaskStrategyFormat) {
 
 // A small video problem: 4 x 8 x 8 latents in 2 x 4 x 4 tiles (8 tiles of 32
 // tokens) plus 40 text tokens, two heads with different windows.
-Problem small_video(DType dtype = DType::f32) {
-  Problem p;
-  p.batch = 2;
-  p.seqlen_q = p.seqlen_k = 4 * 8 * 8 + 40;
-  p.heads_q = 2;
-  p.heads_kv = 2;
-  p.head_dim_qk = p.head_dim_v = 32;
-  p.dtype = dtype;
-  p.video = VideoGrid{4, 8, 8};
-  return p;
-}
+Problem small_video(DType dtype = DType::f32) { return testing::video_problem({4, 8, 8}, 40, 2, 2, 2, 32, dtype); }
 
 // The element mask of STA from raster positions, without the tile permutation
 // or the lists: key j is visible to query i when both are video tokens whose

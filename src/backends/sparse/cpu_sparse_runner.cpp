@@ -37,7 +37,7 @@ TensorView bshd_view(std::byte* data, DType dtype, int batch, int seqlen, int he
 
 Result<std::unique_ptr<CpuSparseRunner>> CpuSparseRunner::create(const Problem& p, const Platform& cpu,
                                                                  const std::vector<BlockSparse>& layouts,
-                                                                 std::optional<VideoTiling> tiling) {
+                                                                 std::optional<VideoTiling> tiling, bool partial) {
   const auto flash = make_cpu_flash_backend();
   auto runner = std::unique_ptr<CpuSparseRunner>(new CpuSparseRunner());
   runner->problem_ = p;
@@ -50,6 +50,10 @@ Result<std::unique_ptr<CpuSparseRunner>> CpuSparseRunner::create(const Problem& 
     Problem inner = p;
     inner.block_sparse = layout;
     if (tiling) inner.layout = Layout::bshd;  // the contiguous tile-ordered copies
+    if (partial) {
+      inner.return_lse = true;
+      inner.out_dtype_override = DType::f32;
+    }
     auto plan = flash->plan(inner, cpu);
     if (!plan) return plan.diagnostics();
     runner->sparse_.emplace(key(layout), std::move(*plan));

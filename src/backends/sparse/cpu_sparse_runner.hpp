@@ -20,10 +20,12 @@ class CpuSparseRunner final : public SparseRunner {
  public:
   // Plans cpu_flash for `p` (the dense path) and for `p` under each of
   // `layouts`; with `tiling`, the block-sparse runs see tile-ordered copies
-  // of q, k, v and write a tile-ordered out that is permuted back.
+  // of q, k, v and write a tile-ordered out that is permuted back. With
+  // `partial`, the block-sparse runs return their LSE and an fp32 out (the
+  // caller binds both), to be merged with another partial result.
   static Result<std::unique_ptr<CpuSparseRunner>> create(const Problem& p, const Platform& cpu,
                                                          const std::vector<BlockSparse>& layouts,
-                                                         std::optional<VideoTiling> tiling);
+                                                         std::optional<VideoTiling> tiling, bool partial = false);
 
   std::size_t workspace_bytes() const override;
   // Exactly the dense kernel a cpu_flash run of `p` uses.

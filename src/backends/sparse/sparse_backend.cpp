@@ -55,6 +55,10 @@ Result<std::unique_ptr<Plan>> SparseVideoBackend::plan_cuda(const Problem&, cons
 
 namespace attnkit {
 
-void register_sparse_backends(Registry& registry) { registry.add(make_sliding_tile_backend()); }
+void register_sparse_backends(Registry& registry) {
+  registry.add(make_sliding_tile_backend());
+  registry.add(make_sparge_backend());
+  registry.add(make_sol_backend());
+}
 
 }  // namespace attnkit
