@@ -214,7 +214,7 @@ class SolPlan final : public Plan {
     exact.lse = make_view(lse_e, DType::f32, {p.batch, p.heads_q, p.seqlen_q});
     const BlockSparse layout{kBlock, kBlock, p.batch, p.heads_q};
     if (Diagnostics ran = runner_->run_sparse(exact, layout, make_view(offsets, DType::i32, {ws_.rows + 1}),
-                                              make_view(indices, DType::i32, {offsets[ws_.rows]}), ws, stats);
+                                              make_view(indices, DType::i32, {offsets[ws_.rows]}), ws, nullptr, stats);
         !ran.ok())
       return ran;
     // The pooled tiles: one pseudo-key each, through cpu_flash with the custom mask.

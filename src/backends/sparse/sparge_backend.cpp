@@ -61,7 +61,7 @@ class SpargePlan final : public Plan {
     return runner_->run_sparse(t, BlockSparse{S::kBlockQ, S::kBlockK, p.batch, p.heads_q},
                                make_view(offsets, DType::i32, {rows_ + 1}),
                                make_view(WorkspaceFront::at<std::int32_t>(ws, indices_), DType::i32, {offsets[rows_]}),
-                               ws, where.stats);
+                               ws, nullptr, where.stats);
   }
 
  private:
