@@ -67,7 +67,7 @@ if ! skip build; then
   [[ "$archs" =~ ^[0-9]+$ ]] || archs=90
   step "configure + build (-j$JOBS, sm_$archs)"
   variants=OFF; { skip variants && [[ -z "${GPU_CHECK_PROFILE_VARIANT:-}" ]]; } || variants=ON
-  targets=(test_parity test_cuda_kernels attnkit_cli)
+  targets=(test_parity test_cuda_kernels test_sparse_gpu attnkit_cli)
   { skip variants && skip bench && [[ "${GPU_CHECK_PROFILE:-0}" != 1 && -z "${GPU_CHECK_AB:-}" ]]; } || targets+=(bench_fa2)
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
     -DATTNKIT_BENCH_FA2_VARIANTS=$variants \
@@ -77,7 +77,7 @@ if ! skip build; then
   echo "build ok"
   # The Python module is optional here: the image's Python may lack headers
   # (and the python and bench steps are its only users).
-  if ! { skip python && skip bench && skip cudnn; }; then
+  if ! { skip python && skip bench && skip cudnn && [[ "${GPU_CHECK_SPARSE:-0}" != 1 ]]; }; then
     cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
       && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
   fi
@@ -86,7 +86,7 @@ fi
 if ! skip parity; then
   step "GPU parity (ctest: fa3, fa2, cuda_sdpa)"
   # A kernel that deadlocks on a barrier must cost a minute, not the call.
-  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
+  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|CudaGatherRows|SlidingTileGpu|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
     --output-on-failure > "$LOGS/parity.log" 2>&1
   rc=$?
   grep -E "tests passed|tests failed" "$LOGS/parity.log"
@@ -108,11 +108,13 @@ if ! skip sanitizer; then
 'AllBackends/Parity.MatchesReference/fa2_d96_bf16:AllBackends/Parity.MatchesReference/fa2_d256_bf16:'\
 'AllBackends/Parity.MatchesReference/fa2_varlen_causal_bf16:AllBackends/Parity.MatchesReference/fa2_softcap_sinks_lse_bf16:'\
 'AllBackends/Parity.MatchesReference/cuda_sdpa_s17_f32_causal:AllBackends/Parity.MatchesReference/cuda_sdpa_paged_prefill_causal:'\
-'AllBackends/Parity.MatchesReference/cuda_sdpa_block_sparse:AllBackends/Parity.MatchesReference/cuda_sdpa_custom_mask:'\
+'AllBackends/Parity.MatchesReference/cuda_sdpa_block_sparse_per_head:AllBackends/Parity.MatchesReference/cuda_sdpa_custom_mask:'\
 'AllBackends/Parity.MatchesReference/cuda_sdpa_dqk192_dv128:AllBackends/Parity.MatchesReference/cuda_sdpa_varlen_causal_bf16'
   SMALL="$SMALL:${SMALL//fa2_/fa3_}"  # every fa2 case again on fa3
+  SMALL="$SMALL:AllBackends/Parity.MatchesReference/fa3_block_sparse_d128_*:AllBackends/Parity.MatchesReference/fa2_block_sparse_d128_*:AllBackends/Parity.MatchesReference/cuda_sdpa_block_sparse_d128_varlen_bf16"
   SMALL_GPU='Gpu/CudaKernels.MatchesReference/fa2_window1_bf16:Gpu/CudaKernels.MatchesReference/fa2_lse_empty_rows_sinks_f16:'\
-'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16:Gpu/CudaKernels.MatchesReference/fa3_varlen_long_causal_bf16'
+'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16:Gpu/CudaKernels.MatchesReference/fa3_varlen_long_causal_bf16:'\
+'CudaBackends.BadDeviceBlockListsStayInBounds'
   SMALL_GPU="$SMALL_GPU:${SMALL_GPU//fa2_/fa3_}"
   for tool in memcheck racecheck synccheck; do
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
@@ -121,6 +123,8 @@ if ! skip sanitizer; then
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" --gtest_filter="$SMALL_GPU" \
       >> "$LOGS/sanitizer_${tool}.log" 2>&1
     b=$?
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
+      >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
     echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done

@@ -1,12 +1,15 @@
 // Block-sparse cpu_flash against its dense path: time versus the fraction of
-// key blocks listed. Each query block lists round(density * key blocks)
-// blocks drawn at random (the same count per row, so the work is exactly the
-// density). Median of --reps runs after a warm-up; effective GFLOP/s counts
-// the listed blocks only (block_sparse_flops).
+// key blocks listed. Random lists: each query block lists round(density * key
+// blocks) blocks drawn at random (the same count per row, so the work is
+// exactly the density). Sliding-tile lists: the 16 x 16 x 16 grid in 4x4x8
+// tiles (one 128-token block each) under windows of 1..4 tiles. Dense and
+// sparse runs alternate (--reps of each after a warm-up), so a machine whose
+// load drifts slows both; medians are reported. Effective GFLOP/s counts the
+// listed blocks only (block_sparse_flops).
 //
 //   bench_block_sparse [--dtype bf16] [--seqlen 4096] [--heads 4] [--head-dim 128]
 //                      [--block 128] [--threads 2] [--reps 3]
-// Prints one JSON object per line: the dense run, then one per density.
+// Prints one JSON object per line, one per list set.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/host_tensor.hpp"
+#include "attnkit/sparse/sliding_tile.hpp"
 
 namespace {
 
@@ -78,18 +82,31 @@ BlockSparseLists random_lists(const Problem& p, int per_row, std::mt19937_64& rn
   return l;
 }
 
-double median_ms(const Plan& plan, const AttentionTensors& t, int reps) {
-  std::vector<std::byte> ws(plan.workspace_bytes());
-  std::vector<double> ms;
-  for (int r = 0; r < reps + 1; ++r) {  // the first run warms up
-    const auto t0 = Clock::now();
-    const Diagnostics d = plan.run(t, ws, nullptr);
-    const auto t1 = Clock::now();
-    if (!d.ok()) usage(d.summary());
-    if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+double time_ms(const Plan& plan, const AttentionTensors& t, std::vector<std::byte>& ws) {
+  const auto t0 = Clock::now();
+  const Diagnostics d = plan.run(t, ws, nullptr);
+  const auto t1 = Clock::now();
+  if (!d.ok()) usage(d.summary());
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Medians of `reps` alternating runs of `a` and `b` (after one warm-up of each).
+std::pair<double, double> interleaved_ms(const Plan& a, const AttentionTensors& ta, const Plan& b,
+                                         const AttentionTensors& tb, int reps) {
+  std::vector<std::byte> ws(std::max(a.workspace_bytes(), b.workspace_bytes()));
+  time_ms(a, ta, ws);
+  time_ms(b, tb, ws);
+  std::vector<double> ms_a, ms_b;
+  for (int r = 0; r < reps; ++r) {
+    ms_a.push_back(time_ms(a, ta, ws));
+    ms_b.push_back(time_ms(b, tb, ws));
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return {median(ms_a), median(ms_b)};
 }
 
 }  // namespace
@@ -107,31 +124,40 @@ int main(int argc, char** argv) {
   const Platform cpu = detect_cpu_platform();
   auto dense_plan = backend->plan(dense, cpu);
   if (!dense_plan) usage(dense_plan.diagnostics().summary());
-  const double dense_ms = median_ms(**dense_plan, data->tensors(), a.reps);
   const std::string shape = "\"dtype\":\"" + std::string(dtype_name(a.dtype)) + "\",\"seqlen\":" +
                             std::to_string(a.seqlen) + ",\"heads\":" + std::to_string(a.heads) + ",\"head_dim\":" +
                             std::to_string(a.head_dim) + ",\"block\":" + std::to_string(a.block) +
                             ",\"threads\":" + std::to_string(a.threads);
-  std::printf("{\"impl\":\"cpu_flash dense\",%s,\"density\":1.0,\"ms\":%.2f,\"gflops\":%.1f}\n", shape.c_str(),
-              dense_ms, dense.flops() / dense_ms * 1e-6);
-
   Problem sparse = dense;
   sparse.block_sparse = BlockSparse{a.block, a.block, 1, 1};
   auto sparse_plan = backend->plan(sparse, cpu);
   if (!sparse_plan) usage(sparse_plan.diagnostics().summary());
+  auto report = [&](const char* lists, const std::string& setting, const BlockSparseLists& l) {
+    AttentionTensors t = data->tensors();
+    l.bind(t);
+    const auto [dense_ms, ms] = interleaved_ms(**dense_plan, data->tensors(), **sparse_plan, t, a.reps);
+    std::printf(
+        "{\"lists\":\"%s\",\"setting\":\"%s\",%s,\"density\":%.3f,\"ms\":%.1f,\"dense_ms\":%.1f,"
+        "\"time_over_dense\":%.3f,\"effective_gflops\":%.1f,\"dense_gflops\":%.1f}\n",
+        lists, setting.c_str(), shape.c_str(), block_sparse_density(sparse, l), ms, dense_ms, ms / dense_ms,
+        block_sparse_flops(sparse, l) / ms * 1e-6, dense.flops() / dense_ms * 1e-6);
+    std::fflush(stdout);
+  };
   const int key_blocks = block_sparse_shape(sparse).num_k_blocks;
   std::mt19937_64 rng(7);
   for (double density : {0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0}) {
     const int per_row = std::max(1, static_cast<int>(density * key_blocks + 0.5));
-    const BlockSparseLists lists = random_lists(sparse, per_row, rng);
-    AttentionTensors t = data->tensors();
-    lists.bind(t);
-    const double ms = median_ms(**sparse_plan, t, a.reps);
-    const double listed = block_sparse_density(sparse, lists);
-    std::printf(
-        "{\"impl\":\"cpu_flash block-sparse\",%s,\"density\":%.3f,\"ms\":%.2f,\"effective_gflops\":%.1f,"
-        "\"time_over_dense\":%.3f}\n",
-        shape.c_str(), listed, ms, block_sparse_flops(sparse, lists) / ms * 1e-6, ms / dense_ms);
+    report("random", std::to_string(per_row) + " of " + std::to_string(key_blocks) + " blocks per row",
+           random_lists(sparse, per_row, rng));
+  }
+  // Sliding-tile windows: 16 x 16 x 16 latents, 4x4x8 tiles (128 tokens), 4 x 4 x 2 tiles.
+  if (a.seqlen == 4096 && a.block == 128) {
+    const sparse::TileGeometry g{{16, 16, 16, 4, 4, 8}, 0, sparse::WindowBorder::shift};
+    for (const sparse::TileWindow w : {sparse::TileWindow{1, 1, 1}, {2, 2, 1}, {2, 2, 2}, {3, 3, 2}, {4, 4, 2}}) {
+      const sparse::TileWindow heads[] = {w};
+      report("sliding tile", "kernel " + std::to_string(w.t) + "x" + std::to_string(w.h) + "x" + std::to_string(w.w),
+             sparse::sliding_tile_lists(g, heads));
+    }
   }
   return 0;
 }

@@ -123,6 +123,31 @@ def fastvideo_impls(latent, half, q, k, v):
     return out
 
 
+def sta_backend_impl(latent, tile, half, rule, seqlen):
+    """attnkit's sliding_tile_attn backend through a Deployment, on raster-order tokens: the backend
+    gathers them into tiles, runs fa3 over its plan-time lists and scatters back (all timed). The
+    profile and the mask strategy (one window for every head, step 20, layer 0) are written here."""
+    import os
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ak_sta_")
+    profile = os.path.join(d, "sta-bench.yaml")
+    with open(profile, "w") as f:
+        f.write("name: sta-bench\nkind: video DiT (benchmark)\ndescription: issue 19's STA shapes\n"
+                "components:\n  - name: transformer\n    sparse_allowed: true\n    switchable: true\n"
+                f"    roles:\n      - {{name: self, layers: 1, heads: {HEADS}, kv_heads: {HEADS}, head_dim: {DIM}, "
+                f"seqlen: {seqlen}, video: [{latent[0]}, {latent[1]}, {latent[2]}]}}\n")
+    strategy = os.path.join(d, "mask.json")
+    window = [2 * h + 1 for h in half]
+    json.dump({f"20_0_{h}": window for h in range(HEADS)}, open(strategy, "w"))
+    config = json.dumps({"mask_strategy_file_path": strategy, "skip_time_steps": 0,
+                         "tile_size": ",".join(str(t) for t in tile), "window_border": rule})
+    dep = attnkit.Deployment(model=profile, attention_backend="sliding_tile_attn", attention_backend_config=config)
+    layer = dep.layer("transformer", "self")
+    request = dep.request(step=20)
+    request.__enter__()  # held for the whole case: the request's prepare/apply is not what is timed
+    return lambda q, k, v: layer(q, k, v)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
@@ -143,7 +168,7 @@ def main():
             cname = name + ("_raster" if raster else "")
             if cname in only:
                 cases.append(dict(name=cname, latent=latent, tile=tile, half=half, block=block, mask=mask,
-                                  raster=raster))
+                                  raster=raster, rule=rule))
     if "density" in only:
         rng = np.random.default_rng(0)
         n = 30720 // 128
@@ -164,16 +189,22 @@ def main():
         perm = raster_to_tile_order(c["latent"], c["tile"]).cuda() if c["raster"] else None
         inv = torch.argsort(perm) if perm is not None else None
 
-        def attnkit_sparse(q, k, v):
-            return attnkit.attention(q, k, v, backend="fa3", block_offsets=offsets, block_indices=indices,
+        def attnkit_sparse(q, k, v, backend="fa3"):
+            return attnkit.attention(q, k, v, backend=backend, block_offsets=offsets, block_indices=indices,
                                      block_q=block, block_k=block)
 
         impls = {}
         if perm is None:
             impls["attnkit_fa3_sparse"] = attnkit_sparse
+            impls["attnkit_fa2_sparse"] = lambda q, k, v: attnkit_sparse(q, k, v, "fa2")  # the sm_80 path
         else:  # raster tokens: gather into tiles, attend, scatter back (torch gathers; timed)
             impls["attnkit_fa3_sparse+reorder"] = lambda q, k, v: attnkit_sparse(
                 q[:, perm], k[:, perm], v[:, perm])[:, inv]
+            try:
+                impls["attnkit_sliding_tile_attn"] = sta_backend_impl(c["latent"], c["tile"], c["half"], c["rule"],
+                                                                      seqlen)
+            except Exception as e:  # noqa: BLE001 - reported, the rest of the case still runs
+                print(f"{c['name']}: sliding_tile_attn did not plan: {type(e).__name__}: {str(e)[:400]}")
         if not args.no_flex:
             impls["flex"] = flex_impl(mask, block, seqlen, None if perm is None else perm.cpu())
         if c["name"] == "sta_wan":  # FastVideo's kernels implement STA's shifted window only

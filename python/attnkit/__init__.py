@@ -199,6 +199,20 @@ def _block_sizes(block_q, block_k):
     return sizes
 
 
+def _video_grid(video_grid):
+    """video_grid as (frames, height, width) ints, None when not given, or AK1014."""
+    if video_grid is None:
+        return None
+    try:
+        dims = () if isinstance(video_grid, (str, bytes)) else tuple(video_grid)
+    except TypeError:
+        dims = ()
+    if len(dims) != 3:
+        raise _error("AK1014", name="video_grid", expected="a triple (frames, height, width)",
+                     value=_shown(video_grid), type=type(video_grid).__name__)
+    return tuple(_integer(x, "video_grid") for x in dims)
+
+
 def _block_layout(block_layout):
     """block_layout as (lists_batch, lists_heads) ints, or AK1014."""
     try:
@@ -273,7 +287,7 @@ def _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layou
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
          cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, make_out=None, layer=None,
-         block_sparse=None, block_offsets=None, block_indices=None):
+         block_sparse=None, block_offsets=None, block_indices=None, video_grid=None):
     """Plans (once per call shape) and runs one call: with the selection for one call, or,
     for a Deployment `layer`, with the plan of the layer's decision in force. The problem
     is validated before any output is allocated; `make_out(dtype)` returns (result, the
@@ -290,15 +304,16 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
     causal, return_lse = _flag(causal, "causal"), _flag(return_lse, "return_lse")
     left, right, softcap, softmax_scale = _options(window_size, softcap, softmax_scale)
     head_dim_qk, head_dim_v = int(q.shape[-1]), int(v.shape[-1])
+    video_grid = _video_grid(video_grid)
     key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, causal,
            left, right, softcap, softmax_scale, sinks is not None, return_lse, page_size, block_sparse,
-           requested, _global_force() if requested == "auto" else "", device)
+           video_grid, requested, _global_force() if requested == "auto" else "", device)
     plans = _plans if layer is None else layer._calls
     plan = plans.get(key)
     if plan is None:
         problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,
                                 dtype, causal, (left, right), softcap, softmax_scale, sinks is not None,
-                                return_lse, page_size, block_sparse)
+                                return_lse, page_size, block_sparse, video_grid)
         plan = _plan(problem, requested, device) if layer is None else layer._bind(problem)
         if len(plans) >= _MAX_PLANS:
             plans.clear()
@@ -321,7 +336,7 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
 
 def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
               return_lse=False, backend="auto", block_offsets=None, block_indices=None, block_q=128, block_k=128,
-              block_layout=None, block_mask=None):
+              block_layout=None, block_mask=None, video_grid=None):
     """Scaled dot-product attention over [batch, seqlen, heads, head_dim] arrays.
 
     k and v may have fewer heads than q (GQA/MQA); causal is bottom-right aligned
@@ -335,15 +350,20 @@ def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softm
     block_layout = (lists_batch, lists_heads): 1 or batch lists per sequence, 1 or heads_q per
     head (default: what the number of offsets implies). block_mask, a dense uint8
     [lists_batch, lists_heads, q blocks, k blocks] host mask, is converted for you.
+
+    video_grid=(frames, height, width): the first frames * height * width tokens of each
+    sequence are video latents in raster order (the rest text tokens), what the sparse video
+    backends (sliding_tile_attn, ...) read; dense backends ignore it.
     """
     return _attention(q, k, v, causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale,
                       sinks=sinks, return_lse=return_lse, backend=backend, block_offsets=block_offsets,
                       block_indices=block_indices, block_q=block_q, block_k=block_k, block_layout=block_layout,
-                      block_mask=block_mask)
+                      block_mask=block_mask, video_grid=video_grid)
 
 
 def _attention(q, k, v, *, causal, window_size, softcap, softmax_scale, sinks, return_lse, backend, layer=None,
-               block_offsets=None, block_indices=None, block_q=128, block_k=128, block_layout=None, block_mask=None):
+               block_offsets=None, block_indices=None, block_q=128, block_k=128, block_layout=None, block_mask=None,
+               video_grid=None):
     b, sq, hq, _ = _shape(q, 4, "q", "bshd")
     _, sk, hkv, _ = _shape(k, 4, "k", "bshd")
     dv = _shape(v, 4, "v", "bshd")[-1]
@@ -352,7 +372,7 @@ def _attention(q, k, v, *, causal, window_size, softcap, softmax_scale, sinks, r
     return _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv,
                 out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
-                layer=layer, block_sparse=sparse, block_offsets=offsets, block_indices=indices)
+                layer=layer, block_sparse=sparse, block_offsets=offsets, block_indices=indices, video_grid=video_grid)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,

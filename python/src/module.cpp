@@ -210,7 +210,8 @@ Problem make_problem(const std::string& layout, std::int64_t batch, std::int64_t
                      std::int64_t heads_q, std::int64_t heads_kv, std::int64_t head_dim_qk, std::int64_t head_dim_v,
                      const std::string& dtype, bool causal, std::pair<std::int64_t, std::int64_t> window, float softcap,
                      std::optional<float> scale, bool has_sinks, bool return_lse, std::optional<std::int64_t> page_size,
-                     std::optional<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> block_sparse) {
+                     std::optional<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> block_sparse,
+                     std::optional<std::tuple<std::int64_t, std::int64_t, std::int64_t>> video) {
   Problem p;
   const auto l = parse_layout(layout);
   if (!l) raise(diagnose("AK1102", {{"name", "q"}, {"rank", "?"}, {"expected", "bshd, bhsd or thd"}, {"layout", layout}}));
@@ -242,6 +243,9 @@ Problem make_problem(const std::string& layout, std::int64_t batch, std::int64_t
     p.block_sparse = BlockSparse{int32_arg("block_q", block_q), int32_arg("block_k", block_k),
                                  int32_arg("block_layout[0]", lists_batch), int32_arg("block_layout[1]", lists_heads)};
   }
+  if (video)
+    p.video = VideoGrid{int32_arg("video_grid[0]", std::get<0>(*video)), int32_arg("video_grid[1]", std::get<1>(*video)),
+                        int32_arg("video_grid[2]", std::get<2>(*video))};
   Diagnostics why = validate_problem(p);
   if (!why.ok()) raise(why);
   return p;
@@ -429,7 +433,8 @@ NB_MODULE(_attnkit, m) {
   m.def("make_problem", &make_problem, nb::arg("layout"), nb::arg("batch"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
         nb::arg("heads_q"), nb::arg("heads_kv"), nb::arg("head_dim_qk"), nb::arg("head_dim_v"), nb::arg("dtype"),
         nb::arg("causal"), nb::arg("window"), nb::arg("softcap"), nb::arg("scale").none(), nb::arg("has_sinks"),
-        nb::arg("return_lse"), nb::arg("page_size").none(), nb::arg("block_sparse").none());
+        nb::arg("return_lse"), nb::arg("page_size").none(), nb::arg("block_sparse").none(),
+        nb::arg("video").none());
   m.def("block_sparse_from_mask", &sparse_from_mask, nb::arg("mask"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
         nb::arg("block_q"), nb::arg("block_k"));
   m.def("block_sparse_dense_mask", &sparse_dense_mask, nb::arg("offsets"), nb::arg("indices"),

@@ -291,8 +291,10 @@ const std::vector<BackendSchema>& backend_schemas() {
     return std::vector<BackendSchema>{
         // SpargeAttn's names: topk, or the cumulative-probability threshold cdfthreshd; simthreshd1 the
         // self-similarity below which a block is attended densely.
-        {"sparge_attn", {num("topk", 0.0, true, 1.0, false, "0.5"), num("cdfthreshd", 0.0, true, 1.0, false, "(off)"),
-                         num("simthreshd1", -1.0, false, 1.0, false, "-0.1")}},
+        {"sparge_attn",
+         {num("topk", 0.0, true, 1.0, false, "0.5"), num("cdfthreshd", 0.0, true, 1.0, false, "(off)"),
+          num("simthreshd1", -1.0, false, 1.0, false, "-0.1")},
+         {{"topk", "cdfthreshd"}}},
         {"sliding_tile_attn", {mask_file, sta_mode, count("skip_time_steps", "15"), tile_size, window_border}},
         // Sol-Attn's keys as its backend reads them (defaults included).
         {"sol_attn", {dense_backend, count("dense_steps", "10"), dense_layers, num("tau", 0.0, true, std::nullopt, false, "1.0"),
@@ -478,10 +480,13 @@ Diagnostics validate_config(const BackendConfig& config, std::span<const Backend
     }
     check_value(*schema, value, out);
   }
-  for (const BackendSchema* s : schemas)
+  for (const BackendSchema* s : schemas) {
     for (const KeySchema& k : s->keys)
       if (k.required && !config.count(k.key))
         out.add("AK3104", {{"key", k.key}, {"owner", s->owner}});
+    for (const auto& [a, b] : s->exclusive)
+      if (config.count(a) && config.count(b)) out.add("AK3111", {{"a", a}, {"b", b}, {"owner", s->owner}});
+  }
   return out;
 }
 

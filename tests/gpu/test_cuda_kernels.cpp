@@ -11,6 +11,7 @@
 #include "attnkit/backends/cuda.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "backends/cuda/device.hpp"
+#include "backends/cuda/gather_rows.hpp"
 #include "testing/backend_runner.hpp"
 #include "testing/parity_cases.hpp"
 #include "testing/reference_check.hpp"
@@ -184,9 +185,119 @@ TEST(CudaBackends, FlashCapabilitiesFollowTheInstanceTable) {
   sm100.sm = 100;
   p.head_dim_v = 128;
   EXPECT_TRUE(fa3->check(p, sm100).has_code("AK2103"));  // not for Blackwell
+
+  // Block-sparse lists run on the fa2bs / fa3bs instances: head dims of those,
+  // blocks whole multiples of the instance's tiles (AK2117), check() == plan().
+  Problem bs = make(512, 512, 2, 2, 128, DType::bf16);
+  bs.block_sparse = BlockSparse{128, 128, 1, 1};
+  EXPECT_TRUE(fa3->check(bs, sm90).empty()) << fa3->check(bs, sm90).summary();
+  sm80.sm = 80;
+  EXPECT_TRUE(fa2->check(bs, sm80).empty()) << fa2->check(bs, sm80).summary();
+  bs.block_sparse = BlockSparse{384, 384, 1, 1};  // 6x8x8 video tiles: three key tiles a block
+  EXPECT_TRUE(fa3->check(bs, sm90).empty()) << fa3->check(bs, sm90).summary();
+  bs.block_sparse = BlockSparse{64, 64, 1, 1};
+  EXPECT_TRUE(fa3->check(bs, sm90).has_code("AK2117")) << fa3->check(bs, sm90).summary();
+  EXPECT_TRUE(fa2->check(bs, sm80).has_code("AK2117")) << fa2->check(bs, sm80).summary();
+  auto bs_plan = fa3->plan(bs, sm90);
+  ASSERT_FALSE(bs_plan.ok());
+  EXPECT_TRUE(bs_plan.diagnostics().has_code("AK2117"));
+  bs.block_sparse = BlockSparse{128, 128, 1, 1};
+  bs.head_dim_qk = bs.head_dim_v = 64;  // dense fa3 has d64; its block-sparse instances do not
+  EXPECT_TRUE(fa3->check(bs, sm90).has_code("AK2105")) << fa3->check(bs, sm90).summary();
 }
 
 #if defined(ATTNKIT_HAS_CUDA)
+// Device-resident block-sparse lists are not validated (the binding cannot
+// read them): lists that decrease, point past nnz or hold indices out of range
+// must give numbers, never an out-of-bounds access (gpu_check.sh runs this
+// under compute-sanitizer memcheck).
+TEST(CudaBackends, BadDeviceBlockListsStayInBounds) {
+  for (const char* name : {"fa3", "fa2", "cuda_sdpa"}) {
+    const Backend* backend = default_registry().find(name);
+    ASSERT_NE(backend, nullptr);
+    const TestPlatform tp = test_platform_for(*backend);
+    if (!tp.platform) GTEST_SKIP() << name << ": " << tp.skip_reason;
+    Problem p = make(600, 700, 2, 1, 128, DType::bf16);
+    p.block_sparse = BlockSparse{128, 128, 1, 1};
+    auto data = HostProblemData::create(p, {});
+    ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+    auto plan = backend->plan(p, *tp.platform);
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.diagnostics().summary();
+    // 5 query blocks: offsets [6], indices [7], every kind of wrong.
+    const std::vector<std::int32_t> offsets = {0, 5, 2, 1000, -4, 7};
+    const std::vector<std::int32_t> indices = {3, 1, -9, 1 << 29, 2, 6, 0};
+    AttentionTensors dev = data->tensors();
+    std::vector<void*> buffers;
+    auto upload = [&](TensorView& v, const void* src, std::size_t bytes) {
+      void* ptr = nullptr;
+      ASSERT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      v.data = ptr;
+      v.device = {DeviceKind::cuda, 0};
+      buffers.push_back(ptr);
+    };
+    for (TensorView* v : {&dev.q, &dev.k, &dev.v, &dev.out}) upload(*v, v->data, v->span_bytes());
+    dev.block_offsets.shape[0] = static_cast<std::int64_t>(offsets.size());
+    dev.block_indices.shape[0] = static_cast<std::int64_t>(indices.size());
+    upload(dev.block_offsets, offsets.data(), offsets.size() * sizeof(std::int32_t));
+    upload(dev.block_indices, indices.data(), indices.size() * sizeof(std::int32_t));
+    const Diagnostics ran = (*plan)->run(dev, {}, nullptr);
+    EXPECT_TRUE(ran.ok()) << name << ": " << ran.summary();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name;
+    for (void* b : buffers) cudaFree(b);
+  }
+}
+
+// The token-row gather (raster latents <-> contiguous tiles): dst row i of
+// every sequence is src row index[i], for 16-byte rows and for odd ones, and
+// an index outside the source is skipped instead of read.
+TEST(CudaGatherRows, GathersRowsByIndex) {
+  if (!detect_cuda_platform()) GTEST_SKIP() << "no CUDA device on this machine";
+  for (int dim : {128, 3}) {
+    const int batch = 2, rows = 37, heads = 3;
+    const std::int64_t n = static_cast<std::int64_t>(batch) * rows * heads * dim;
+    std::vector<std::uint16_t> src(n), dst(n, 0xffff);
+    for (std::int64_t i = 0; i < n; ++i) src[i] = static_cast<std::uint16_t>(i * 7 + 1);
+    std::vector<std::int32_t> index(rows);
+    for (int r = 0; r < rows; ++r) index[r] = (r * 11) % rows;
+    index[5] = rows + 4;  // out of range: dst row 5 stays as it was
+    void *d_src = nullptr, *d_dst = nullptr, *d_index = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_src, n * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_dst, n * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_index, rows * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_src, src.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_dst, dst.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_index, index.data(), rows * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::GatherRows g;
+    g.src = d_src;
+    g.dst = d_dst;
+    g.index = static_cast<const std::int32_t*>(d_index);
+    g.rows = g.src_rows = rows;
+    g.batch = batch;
+    g.heads = heads;
+    g.dim = dim;
+    g.elem_bytes = 2;
+    const std::int64_t strides[3] = {static_cast<std::int64_t>(rows) * heads * dim, heads * dim, dim};  // BSHD
+    for (int i = 0; i < 3; ++i) g.src_strides[i] = g.dst_strides[i] = strides[i];
+    ASSERT_TRUE(cuda::gather_rows(g, nullptr).ok());
+    ASSERT_EQ(cudaMemcpy(dst.data(), d_dst, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    int wrong = 0;
+    for (int b = 0; b < batch; ++b)
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h)
+          for (int e = 0; e < dim; ++e) {
+            const std::int64_t d = b * strides[0] + r * strides[1] + h * strides[2] + e;
+            const std::uint16_t want =
+                r == 5 ? 0xffff : src[b * strides[0] + index[r] * strides[1] + h * strides[2] + e];
+            wrong += dst[d] != want;
+          }
+    EXPECT_EQ(wrong, 0) << "dim " << dim;
+    cudaFree(d_src);
+    cudaFree(d_dst);
+    cudaFree(d_index);
+  }
+}
+
 // Every CUDA return code becomes AK6001 naming the call and the CUDA error;
 // success is silent. Needs no GPU: the error strings come from the runtime.
 TEST(CudaDeviceLayer, FailedCallsBecomeCatalogedDiagnostics) {

@@ -171,6 +171,10 @@ const std::vector<CodeCase>& cases() {
          return deploy(c);
        }},
       {"AK3109", "a step the mask strategy does not cover", [] { return run_sta_video(7, 0); }},
+      {"AK3111", "sparge_attn given topk and cdfthreshd", [] {
+         return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn",
+                          .attention_backend_config = "topk=0.3,cdfthreshd=0.9"}));
+       }},
       {"AK3110", "a mask-search sta_mode", [] { return deploy(sta_video(",sta_mode=STA_tuning")); }},
       {"AK3101", "config key typo", [] {
          return of(check({.model = "wan", .platform = "cuda:sm90", .attention_backend = "sparge_attn",

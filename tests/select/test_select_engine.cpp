@@ -59,8 +59,8 @@ TEST(SelectNames, ExplicitKernelValidatedAgainstArch) {
 }
 
 TEST(SelectNames, ModelledBackendsAreNotBuilt) {
-  for (const char* name : {"fa4", "sage_attn", "sparge_attn", "video_sparse_attn",
-                           "subblock_sparse_attn", "sol_attn", "video_sparse_attn_h3", "hybrid_window_attn_h3", "flashinfer",
+  for (const char* name : {"fa4", "sage_attn", "video_sparse_attn",
+                           "subblock_sparse_attn", "video_sparse_attn_h3", "hybrid_window_attn_h3", "flashinfer",
                            "flashinfer_cudnn", "flashinfer_sparse_mla", "triton_attn", "aiter", "xpu_flash", "fa", "sdpa"}) {
     const Backend* b = default_registry().find(name);
     ASSERT_NE(b, nullptr) << name;
@@ -78,7 +78,7 @@ TEST(SelectNames, ModelledBackendsAreNotBuilt) {
 // A backend is real or modelled, not both: the sparse backends with a CPU
 // path are built and plan on the CPU (their configuration decides the rest).
 TEST(SelectNames, SparseBackendsWithKernelsAreBuilt) {
-  for (const char* name : {"sliding_tile_attn"}) {
+  for (const char* name : {"sliding_tile_attn", "sparge_attn", "sol_attn"}) {
     const Backend* b = default_registry().find(name);
     ASSERT_NE(b, nullptr) << name;
     EXPECT_TRUE(b->capabilities().built) << name;

@@ -1,9 +1,14 @@
 #pragma once
 // Helpers of the sparse backend tests.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "attnkit/backends/backend.hpp"
+#include "attnkit/platform/platform.hpp"
+#include "testing/parity_cases.hpp"
 #include "testing/video_inputs.hpp"
 
 namespace attnkit::testing {
@@ -15,6 +20,47 @@ inline std::string temp_file(const std::string& name, const std::string& content
   const std::filesystem::path path = dir / name;
   std::ofstream(path) << contents;
   return path.string();
+}
+
+// A BSHD video self-attention problem: the grid's tokens, then `text` text tokens.
+inline Problem video_problem(VideoGrid grid, int text, int batch, int heads_q, int heads_kv, int dim, DType dtype) {
+  const int tokens = static_cast<int>(grid.tokens()) + text;
+  Problem p = make_test_problem(tokens, tokens, heads_q, heads_kv, dim, dtype);
+  p.batch = batch;
+  p.video = grid;
+  return p;
+}
+
+// One call of `backend` planned under `config` on the CPU, run at `where` on
+// `t`: its refusal (if any) and what it reported skipping.
+struct SparseRun {
+  Diagnostics ran;
+  SparsityStats stats;
+};
+inline SparseRun run_on_cpu(const Backend& backend, const Problem& p, const select::BackendConfig& config,
+                            CallContext where, const AttentionTensors& t) {
+  SparseRun r;
+  auto plan = backend.plan_configured(p, detect_cpu_platform(), config);
+  if (!plan) {
+    r.ran = plan.diagnostics();
+    return r;
+  }
+  std::vector<std::byte> ws((*plan)->workspace_bytes());
+  where.stats = &r.stats;
+  r.ran = (*plan)->run_at(where, t, ws, nullptr);
+  return r;
+}
+
+inline std::vector<double> as_doubles(const TensorView& t) {
+  std::vector<double> v;
+  for (std::int64_t e = 0; e < t.numel(); ++e) v.push_back(load_as_double(t.data, t.dtype, e));
+  return v;
+}
+
+inline double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double d = 0, n = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) d += (got[i] - want[i]) * (got[i] - want[i]), n += want[i] * want[i];
+  return std::sqrt(d / n);
 }
 
 }  // namespace attnkit::testing

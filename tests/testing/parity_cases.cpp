@@ -151,6 +151,37 @@ std::vector<ParityCase> parity_cases() {
     vo.k_lens = {50, 0, 120, 64};
     add("block_sparse_varlen_causal", v, vo);
   }
+  // Block sparsity at the sm_90 kernel's tiles (fa3's block-sparse instances:
+  // head dim 128, blocks whole multiples of its 128 x 128 tiles, one or
+  // several key tiles per listed block), odd lengths, empty rows, GQA,
+  // composed with causal, varlen with an empty sequence; the other backends
+  // run them too.
+  {
+    ProblemDataOptions o;
+    o.mask_density = 0.4;
+    o.empty_block_rows = 0.1;
+    Problem a = base(700, 900, 4, 2, 128, DType::bf16);
+    a.block_sparse = BlockSparse{128, 256, 1, 4};
+    a.return_lse = true;
+    add("block_sparse_d128_per_head_bf16", a, o);
+    Problem c = base(640, 600, 4, 4, 128, DType::f16);
+    c.batch = 2;
+    c.mask = MaskKind::causal;
+    c.block_sparse = BlockSparse{256, 128, 2, 1};
+    add("block_sparse_d128_causal_fp16", c, o);
+    Problem w = base(1152, 1152, 2, 1, 128, DType::bf16);
+    w.block_sparse = BlockSparse{384, 384, 1, 1};  // 6x8x8 video tiles
+    add("block_sparse_d128_tiles384_bf16", w, o);
+    Problem v = base(500, 520, 2, 1, 128, DType::bf16);
+    v.layout = Layout::thd;
+    v.batch = 3;
+    v.block_sparse = BlockSparse{128, 128, 3, 2};
+    v.return_lse = true;
+    ProblemDataOptions vo = o;
+    vo.q_lens = {300, 0, 500};
+    vo.k_lens = {260, 0, 520};
+    add("block_sparse_d128_varlen_bf16", v, vo);
+  }
   // A custom mask.
   {
     Problem q = base(40, 50, 2, 1, 32, DType::f32);

@@ -26,7 +26,7 @@ std::unique_ptr<Backend> make_cuda_sdpa_backend();
 // One line of the kernel instance table (src/kernels/cuda/instances.def),
 // whether or not this build compiled it.
 struct CudaKernelInstance {
-  std::string family;  // "fa2", "fa3", "sdpa"
+  std::string family;  // "fa2", "fa3", "sdpa", "fa2bs" / "fa3bs" (block-sparse)
   std::string arch;    // the compile target: "sm80", "sm90a", "sm70"
   DType dtype;
   int head_dim_qk, head_dim_v;  // 0: any (sdpa)

@@ -5,6 +5,8 @@
 // CUDA path is not built yet (planning on a GPU gives AK2111; a named CUDA
 // platform validates as before).
 //   sliding_tile_attn  3D tile windows over video latents (STA), per layer / head from a mask strategy
+//   sparge_attn        top-k key blocks per query block from pooled q / k similarity (SpargeAttn)
+//   sol_attn           dense for its first steps / layers, Sol-Attn's routed tiles after
 #include <memory>
 
 #include "attnkit/backends/registry.hpp"
@@ -12,6 +14,8 @@
 namespace attnkit {
 
 std::unique_ptr<Backend> make_sliding_tile_backend();
+std::unique_ptr<Backend> make_sparge_backend();
+std::unique_ptr<Backend> make_sol_backend();
 // All of the above, in that order.
 void register_sparse_backends(Registry& registry);
 

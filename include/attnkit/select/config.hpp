@@ -67,6 +67,7 @@ struct KeySchema {
 struct BackendSchema {
   std::string owner;  // backend name, "skip_softmax", or "model:<profile>"
   std::vector<KeySchema> keys;
+  std::vector<std::pair<std::string, std::string>> exclusive;  // keys that choose between two rules (AK3111)
   const KeySchema* find(std::string_view key) const;
 };
 
@@ -77,7 +78,8 @@ const BackendSchema* find_schema(std::string_view owner);
 
 // Checks `config` against the union of `schemas`: unknown key (AK3101, listing
 // the valid keys and the nearest), wrong type (AK3102), out of range (AK3103),
-// missing required key of any schema (AK3104), unreadable path value (AK3105).
+// missing required key of any schema (AK3104), unreadable path value (AK3105),
+// two keys of an exclusive pair given together (AK3111).
 Diagnostics validate_config(const BackendConfig& config, std::span<const BackendSchema* const> schemas,
                             std::string_view context);
 

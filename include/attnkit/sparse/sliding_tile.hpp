@@ -103,6 +103,12 @@ class SlidingTileSchedule {
   const TileGeometry& geometry() const { return geometry_; }
   int skip_time_steps() const { return skip_time_steps_; }
   std::size_t distinct_list_sets() const { return lists_.size(); }
+  // Every list set choose() can return (a CUDA plan uploads them at plan time).
+  std::vector<const BlockSparseLists*> list_sets() const {
+    std::vector<const BlockSparseLists*> out;
+    for (const auto& [windows, lists] : lists_) out.push_back(&lists);
+    return out;
+  }
 
  private:
   Problem problem_;

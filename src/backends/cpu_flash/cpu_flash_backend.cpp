@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "attnkit/core/block_sparse.hpp"
@@ -61,6 +62,7 @@ Capabilities cpu_flash_capabilities() {
   c.layouts = {Layout::bshd, Layout::bhsd, Layout::thd};
   c.paged_kv = true;  // gathered per (sequence, kv head) into the thread's workspace
   c.diagonal_offsets = true;
+  c.skip_softmax = true;  // request-scoped skip-softmax in run_at (the CPU semantics of fa's)
   return c;
 }
 
@@ -80,6 +82,33 @@ class CpuFlashPlan final : public Plan {
   }
 
   Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle) const override {
+    return execute(t, ws, args_, std::nullopt, nullptr);
+  }
+
+  // Request-scoped skip-softmax from its start step on (docs/sparse.md); the
+  // other steps, and calls without a step, run exactly run().
+  Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws, StreamHandle) const override {
+    const std::optional<SkipSoftmaxParams>& skip = where.skip_softmax;
+    if (!skip || where.step < 0 || where.step < skip->start_step) return execute(t, ws, args_, std::nullopt, nullptr);
+    if (problem().block_sparse)
+      return diagnose("AK2109", {{"backend", "cpu_flash"}, {"feature", "skip-softmax with block-sparse lists"}});
+    if (skip->block_k < 2 || skip->block_k > FlashTraits::kMaxBlockK || skip->block_k % 2 != 0 ||
+        !(skip->threshold_scale_factor > 0.0))
+      return diagnose("AK3103", {{"key", "skip-softmax block_k / threshold_scale_factor"},
+                                 {"value", std::to_string(skip->block_k) + " / " +
+                                               std::to_string(skip->threshold_scale_factor)},
+                                 {"range", "an even block_k in [2, 128] and a factor > 0"}});
+    kc::FlashArgs a = args_;
+    a.skip_softmax = true;
+    a.kv_tile = skip->block_k;
+    return execute(t, ws, a, skip->threshold_scale_factor, where.stats);
+  }
+
+ private:
+  // One call with `args`; `skip_factor` set: skip-softmax with threshold
+  // skip_factor / (keys of the sequence), counted into `stats`.
+  Diagnostics execute(const AttentionTensors& t, Workspace ws, const kc::FlashArgs& args,
+                      std::optional<double> skip_factor, SparsityStats* stats) const {
     const Problem& p = problem();
     if (ws.size() < workspace_bytes() || (ws.data() == nullptr && workspace_bytes() > 0))
       return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
@@ -100,8 +129,10 @@ class CpuFlashPlan final : public Plan {
     const std::int64_t tiles = (std::int64_t{p.seqlen_q} + FlashTraits::kBlockQ - 1) / FlashTraits::kBlockQ;
     const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
     const std::int64_t items = heads * tiles;
-#pragma omp parallel num_threads(threads_)
+    std::int64_t decided = 0, skipped = 0;
+#pragma omp parallel num_threads(threads_) reduction(+ : decided, skipped)
     {
+      std::int64_t counts[2] = {0, 0};  // this thread's skip-softmax (decided, skipped)
       std::byte* thread_ws = base + static_cast<std::size_t>(omp_get_thread_num()) * per_thread_bytes_;
       float* mine = reinterpret_cast<float*>(thread_ws);
       std::byte* gathered = thread_ws + round_up(per_thread_floats_ * sizeof(float));
@@ -121,6 +152,10 @@ class CpuFlashPlan final : public Plan {
         const int q0 = tile * FlashTraits::kBlockQ;
         if (q0 >= span.q_len) continue;
         kc::HeadSlice h = slice(p, t, b, hq, span);
+        if (skip_factor) {
+          h.skip_log2_threshold = static_cast<float>(std::log2(*skip_factor / std::max(1, span.k_len)));
+          h.skip_counts = counts;
+        }
         if (p.paged_kv) {
           const int hkv = hq / p.gqa_ratio();
           const std::int64_t key = static_cast<std::int64_t>(b) * p.heads_kv + hkv;
@@ -131,8 +166,14 @@ class CpuFlashPlan final : public Plan {
           h.v = gathered + static_cast<std::size_t>(span.k_len) * p.head_dim_qk * dtype_size(p.dtype);
           h.v_stride = p.head_dim_v;
         }
-        fn_(args_, h, q0, mine);
+        fn_(args, h, q0, mine);
       }
+      decided += counts[0];
+      skipped += counts[1];
+    }
+    if (stats) {
+      stats->blocks += decided;
+      stats->blocks_skipped += skipped;
     }
     // Finite inputs can still overflow fp32 scores (|q.k| * scale past 3.4e38);
     // such a result is refused, not returned.
@@ -141,7 +182,6 @@ class CpuFlashPlan final : public Plan {
     return {};
   }
 
- private:
   static constexpr std::size_t kAlign = 64;
 
   static std::size_t round_up(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }

@@ -38,6 +38,18 @@ CudaKernelInstance info_fa3(DType dtype, const char* arch) {
   return {"fa3", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
 }
 template <int QK, int V>
+CudaKernelInstance info_fa2bs(DType dtype, const char* arch) {
+  CudaKernelInstance i = info_fa2<QK, V>(dtype, arch);
+  i.family = "fa2bs";
+  return i;
+}
+template <int QK, int V>
+CudaKernelInstance info_fa3bs(DType dtype, const char* arch) {
+  CudaKernelInstance i = info_fa3<QK, V>(dtype, arch);
+  i.family = "fa3bs";
+  return i;
+}
+template <int QK, int V>
 CudaKernelInstance info_sdpa(DType dtype, const char* arch) {
   return {"sdpa", arch, dtype, QK, V, 0, 0, 0, false};
 }
@@ -207,17 +219,21 @@ Capabilities flash_capabilities(std::string_view family) {
   return c;
 }
 
+// Block-sparse lists run on the fa2bs instances (instances.def).
 Capabilities fa2_capabilities() {
   Capabilities c = flash_capabilities("fa2");
   c.min_sm = 80;
+  c.block_sparse = true;
   return c;
 }
 
 // sm_90a cubins run on compute capability 9.0 alone (not Blackwell).
+// Block-sparse lists run on the fa3bs instances (instances.def).
 Capabilities fa3_capabilities() {
   Capabilities c = flash_capabilities("fa3");
   c.min_sm = 90;
   c.max_sm = 90;
+  c.block_sparse = true;
   return c;
 }
 
@@ -252,9 +268,12 @@ Capabilities cuda_sdpa_capabilities() {
 // share instance_reasons(): a check that passes never meets a plan that fails.
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(std::string name, std::string family, std::string description, Capabilities caps, int alignment)
-      : name_(std::move(name)), family_(std::move(family)), description_(std::move(description)),
-        caps_(std::move(caps)), alignment_(alignment) {}
+  // sparse_family: the instance family that runs block-sparse problems ("" when
+  // the capabilities say none; the family itself when its kernel reads the lists).
+  CudaBackend(std::string name, std::string family, std::string sparse_family, std::string description,
+              Capabilities caps, int alignment)
+      : name_(std::move(name)), family_(std::move(family)), sparse_family_(std::move(sparse_family)),
+        description_(std::move(description)), caps_(std::move(caps)), alignment_(alignment) {}
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   const Capabilities& capabilities() const override { return caps_; }
@@ -274,7 +293,7 @@ class CudaBackend final : public Backend {
     Diagnostics why = validate_problem(p);
     why.append(check(p, platform));
     if (!why.ok()) return why;
-    const KernelEntry* entry = find_kernel(family_, p);  // exists: check() said so
+    const KernelEntry* entry = find_kernel(family_for(p), p);  // exists: check() said so
     if (Diagnostics dev = require_device(platform); !dev.ok()) return dev;
 #if defined(ATTNKIT_HAS_CUDA)
     // Raising the kernel's dynamic shared-memory limit happens here, once, so
@@ -289,6 +308,7 @@ class CudaBackend final : public Backend {
       what += ", d" + std::to_string(p.head_dim_qk) +
               (p.head_dim_v != p.head_dim_qk ? "/" + std::to_string(p.head_dim_v) : "") + ", " +
               std::to_string(entry->info.block_m) + "x" + std::to_string(entry->info.block_n) + " tiles";
+    if (p.block_sparse) what += ", block-sparse";
     return std::unique_ptr<Plan>(std::make_unique<CudaAttentionPlan>(
         p, entry->launch, alignment_ > 0 ? alignment_ : static_cast<int>(dtype_size(p.dtype)), what + ")"));
   }
@@ -298,28 +318,39 @@ class CudaBackend final : public Backend {
   // dtype when the head dims exist in another, else AK2105 naming the pairs),
   // or an instance this binary lacks on this machine (AK2111).
   void instance_reasons(Diagnostics& out, const Problem& p, const Platform& platform) const {
-    const KernelEntry* entry = find_kernel(family_, p);
+    const std::string& family = family_for(p);
+    const KernelEntry* entry = find_kernel(family, p);
+    const std::string sparse_note = p.block_sparse && family != family_ ? " with block-sparse lists" : "";
     if (entry == nullptr) {
       std::vector<DType> types;
       for (const KernelEntry& e : kernel_entries())
-        if (e.info.family == family_ && e.info.head_dim_qk == p.head_dim_qk && e.info.head_dim_v == p.head_dim_v)
+        if (e.info.family == family && e.info.head_dim_qk == p.head_dim_qk && e.info.head_dim_v == p.head_dim_v)
           types.push_back(e.info.dtype);
       if (!types.empty())
         out.add("AK2104", {{"backend", name_}, {"role", "q"}, {"dtype", std::string(dtype_name(p.dtype))},
-                           {"supported", dtype_list(types)}});
+                           {"supported", dtype_list(types) + sparse_note}});
       else
         out.add("AK2105", {{"backend", name_},
                            {"dim", std::to_string(p.head_dim_qk) + "/" + std::to_string(p.head_dim_v)},
-                           {"compiled", head_dim_pairs(family_) + " (qk/v)"}});
+                           {"compiled", head_dim_pairs(family) + " (qk/v)" + sparse_note}});
       return;
     }
+    // One list per query tile, whole key tiles per listed block (sm90/launch.hpp).
+    if (p.block_sparse && entry->info.block_m > 0 &&
+        (p.block_sparse->block_q % entry->info.block_m != 0 || p.block_sparse->block_k % entry->info.block_n != 0))
+      out.add("AK2117", {{"backend", name_}, {"tile_q", std::to_string(entry->info.block_m)},
+                         {"tile_k", std::to_string(entry->info.block_n)},
+                         {"block_q", std::to_string(p.block_sparse->block_q)},
+                         {"block_k", std::to_string(p.block_sparse->block_k)}});
     if (!entry->info.built && platform.detected && !out.has_code("AK2111"))
       out.add("AK2111", {{"backend", name_},
                          {"detail", ": the " + entry->info.arch + " instance " + dtype_list({p.dtype}) + " d" +
                                         std::to_string(p.head_dim_qk) + " was not compiled (ATTNKIT_ENABLE_SM90A)"}});
   }
 
-  std::string name_, family_, description_;
+  const std::string& family_for(const Problem& p) const { return p.block_sparse ? sparse_family_ : family_; }
+
+  std::string name_, family_, sparse_family_, description_;
   Capabilities caps_;
   int alignment_;  // bytes of q/k/v/out rows and strides; 0: the element size
 };
@@ -336,23 +367,25 @@ std::vector<CudaKernelInstance> cuda_kernel_instances() {
 // cp.async vectors, fa3's TMA tensor maps require it.
 std::unique_ptr<Backend> make_fa2_backend() {
   return std::make_unique<CudaBackend>(
-      "fa2", "fa2",
+      "fa2", "fa2", "fa2bs",
       "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async K/V pipeline into "
-      "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims " + head_dim_pairs("fa2"),
+      "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims " + head_dim_pairs("fa2") +
+          "; block-sparse KV lists at head dims " + head_dim_pairs("fa2bs"),
       fa2_capabilities(), 16);
 }
 std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
-      "fa3", "fa3",
+      "fa3", "fa3", "fa3bs",
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
-      "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v)",
+      "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v); block-sparse KV lists at head dims " +
+          head_dim_pairs("fa3bs"),
       fa3_capabilities(), 16);
 }
 // Element-wise loads: only the element alignment is needed.
 std::unique_ptr<Backend> make_cuda_sdpa_backend() {
   return std::make_unique<CudaBackend>(
-      "cuda_sdpa", "sdpa",
+      "cuda_sdpa", "sdpa", "sdpa",
       "generic CUDA attention (fp32 arithmetic, no tensor cores): any head dim up to 256, every mask, paged "
       "KV, varlen, sm_70 and later; the CUDA path of last resort",
       cuda_sdpa_capabilities(), 0);

@@ -3,6 +3,7 @@
 #include <array>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "backends/cuda/device.hpp"
 
@@ -42,6 +43,34 @@ Result<DeviceProperties> current_device_properties() {
   d.max_threads_per_multiprocessor = prop.maxThreadsPerMultiProcessor;
   if (device < static_cast<int>(cache.size())) cache[device] = d;
   return d;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    o.data_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+Result<DeviceBuffer> DeviceBuffer::upload(const void* host, std::size_t bytes) {
+  DeviceBuffer b;
+  if (bytes == 0) return std::move(b);
+  if (Diagnostics why = check_cuda(cudaMalloc(&b.data_, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
+      !why.ok())
+    return why;
+  b.bytes_ = bytes;
+  if (Diagnostics why = check_cuda(cudaMemcpy(b.data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(upload)");
+      !why.ok())
+    return why;
+  return std::move(b);
 }
 
 }  // namespace attnkit::cuda

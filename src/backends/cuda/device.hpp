@@ -30,4 +30,24 @@ struct DeviceProperties {
 // AK6002 when there is no usable device.
 Result<DeviceProperties> current_device_properties();
 
+// Device memory a plan owns (index arrays and lists uploaded at plan time),
+// freed with the plan. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+  // cudaMalloc + a synchronous copy from host memory (AK6001 on failure).
+  static Result<DeviceBuffer> upload(const void* host, std::size_t bytes);
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 }  // namespace attnkit::cuda

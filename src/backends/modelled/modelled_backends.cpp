@@ -115,7 +115,7 @@ std::vector<Row> modelled_table() {
                     c.paged_kv = true;
                     c.sinks = false;
                   })});
-  // ---- quantized / sparse DiT backends (sliding_tile_attn is real: src/backends/sparse)
+  // ---- quantized / sparse DiT backends (sliding_tile_attn, sparge_attn and sol_attn are real: src/backends/sparse)
   rows.push_back({"sage_attn", "SageAttention: int8 QK with K smoothing, fp16/fp8 PV",
                   with(cuda_caps(80, 0, kHalf, {64, 96, 128}), [](Capabilities& c) {
                     c.platforms = {PK::cuda, PK::musa};
@@ -123,18 +123,9 @@ std::vector<Row> modelled_table() {
                     c.softcap = c.sinks = false;
                     c.distinct_v_head_dim = false;
                   })});
-  // SpargeAttn's kernel is square self-attention of at least one 128-token
-  // block, without grouped-query heads; shorter calls run dense SDPA.
-  rows.push_back({"sparge_attn", "SpargeAttn: top-k KV blocks from pooled q/k similarity",
-                  with(sparse_caps({64, 128}), [](Capabilities& c) {
-                    c.gqa = false;
-                    c.dense_below_seqlen = 128;
-                  })});
   rows.push_back({"video_sparse_attn", "video sparse attention (coarse top-k cubes + fine block attention)",
                   sparse_caps({64, 128})});
   rows.push_back({"subblock_sparse_attn", "sub-block sparse attention for video DiTs", sparse_caps({64, 128})});
-  rows.push_back({"sol_attn", "dense for the first steps/layers, sparse after (bf16, head dim 128)",
-                  with(sparse_caps({128}), [](Capabilities& c) { c.dtypes = {DType::bf16}; })});
   rows.push_back({"video_sparse_attn_h3", "MiniMax-H3 video sparse attention with the gated compression branch",
                   with(sparse_caps({64, 128}), [](Capabilities& c) { c.uses_weights = {"compression_gates"}; })});
   rows.push_back({"hybrid_window_attn_h3", "VDN-H3 hybrid: window softmax plus a gated linear branch",

@@ -37,7 +37,7 @@ TensorView bshd_view(std::byte* data, DType dtype, int batch, int seqlen, int he
 
 Result<std::unique_ptr<CpuSparseRunner>> CpuSparseRunner::create(const Problem& p, const Platform& cpu,
                                                                  const std::vector<BlockSparse>& layouts,
-                                                                 std::optional<VideoTiling> tiling) {
+                                                                 std::optional<VideoTiling> tiling, bool partial) {
   const auto flash = make_cpu_flash_backend();
   auto runner = std::unique_ptr<CpuSparseRunner>(new CpuSparseRunner());
   runner->problem_ = p;
@@ -50,6 +50,10 @@ Result<std::unique_ptr<CpuSparseRunner>> CpuSparseRunner::create(const Problem& 
     Problem inner = p;
     inner.block_sparse = layout;
     if (tiling) inner.layout = Layout::bshd;  // the contiguous tile-ordered copies
+    if (partial) {
+      inner.return_lse = true;
+      inner.out_dtype_override = DType::f32;
+    }
     auto plan = flash->plan(inner, cpu);
     if (!plan) return plan.diagnostics();
     runner->sparse_.emplace(key(layout), std::move(*plan));
@@ -57,14 +61,7 @@ Result<std::unique_ptr<CpuSparseRunner>> CpuSparseRunner::create(const Problem& 
   return runner;
 }
 
-std::size_t CpuSparseRunner::copies_bytes() const {
-  if (!tiling_) return 0;
-  const Problem& p = problem_;
-  const std::size_t tokens = static_cast<std::size_t>(p.batch) * p.seqlen_q;
-  const std::size_t in = dtype_size(p.dtype), out = dtype_size(p.out_dtype());
-  return round_up(tokens * p.heads_q * p.head_dim_qk * in) + round_up(tokens * p.heads_kv * p.head_dim_qk * in) +
-         round_up(tokens * p.heads_kv * p.head_dim_v * in) + round_up(tokens * p.heads_q * p.head_dim_v * out);
-}
+std::size_t CpuSparseRunner::copies_bytes() const { return tiling_ ? tile_copies_bytes(problem_, 64) : 0; }
 
 std::size_t CpuSparseRunner::workspace_bytes() const {
   std::size_t kernel = dense_->workspace_bytes();
@@ -72,7 +69,7 @@ std::size_t CpuSparseRunner::workspace_bytes() const {
   return front_ + copies_bytes() + kernel;
 }
 
-Diagnostics CpuSparseRunner::run_dense(const AttentionTensors& t, Workspace ws) const {
+Diagnostics CpuSparseRunner::run_dense(const AttentionTensors& t, Workspace ws, StreamHandle) const {
   if (ws.size() < workspace_bytes())
     return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
   const std::size_t skip = front_ + copies_bytes();
@@ -80,7 +77,8 @@ Diagnostics CpuSparseRunner::run_dense(const AttentionTensors& t, Workspace ws) 
 }
 
 Diagnostics CpuSparseRunner::run_sparse(const AttentionTensors& t, const BlockSparse& layout, const TensorView& offsets,
-                                        const TensorView& indices, Workspace ws, SparsityStats* stats) const {
+                                        const TensorView& indices, Workspace ws, StreamHandle,
+                                        SparsityStats* stats) const {
   if (ws.size() < workspace_bytes())
     return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
   const Plan& plan = *sparse_.at(key(layout));
@@ -89,13 +87,7 @@ Diagnostics CpuSparseRunner::run_sparse(const AttentionTensors& t, const BlockSp
   AttentionTensors inner = t;
   inner.block_offsets = offsets;
   inner.block_indices = indices;
-  if (stats) {
-    const Problem& q = plan.problem();
-    const BlockSparseShape shape = block_sparse_shape(q);
-    stats->blocks += static_cast<std::int64_t>(p.batch) * p.heads_q * shape.num_q_blocks * shape.num_k_blocks;
-    stats->blocks_skipped += static_cast<std::int64_t>(p.batch) * p.heads_q * shape.num_q_blocks * shape.num_k_blocks -
-                             static_cast<std::int64_t>(p.batch / layout.batch) * (p.heads_q / layout.heads) * indices.numel();
-  }
+  count_sparsity(p, plan.problem(), layout, indices.numel(), stats);
   if (!tiling_) return plan.run(inner, kernel_ws, nullptr);
   // Validate the caller's tensors before reading them into the copies.
   if (Diagnostics why = validate_binding(p, t, {DeviceKind::cpu, 0}); !why.ok()) return why;

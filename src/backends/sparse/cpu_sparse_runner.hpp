@@ -12,26 +12,30 @@
 #include "attnkit/backends/backend.hpp"
 #include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/video_tiles.hpp"
+#include "backends/sparse/sparse_runner.hpp"
 
 namespace attnkit::sparse {
 
-class CpuSparseRunner {
+class CpuSparseRunner final : public SparseRunner {
  public:
   // Plans cpu_flash for `p` (the dense path) and for `p` under each of
   // `layouts`; with `tiling`, the block-sparse runs see tile-ordered copies
-  // of q, k, v and write a tile-ordered out that is permuted back.
+  // of q, k, v and write a tile-ordered out that is permuted back. With
+  // `partial`, the block-sparse runs return their LSE and an fp32 out (the
+  // caller binds both), to be merged with another partial result.
   static Result<std::unique_ptr<CpuSparseRunner>> create(const Problem& p, const Platform& cpu,
                                                          const std::vector<BlockSparse>& layouts,
-                                                         std::optional<VideoTiling> tiling);
+                                                         std::optional<VideoTiling> tiling, bool partial = false);
 
-  std::size_t workspace_bytes() const;
+  std::size_t workspace_bytes() const override;
   // Exactly the dense kernel a cpu_flash run of `p` uses.
-  Diagnostics run_dense(const AttentionTensors& t, Workspace ws) const;
+  Diagnostics run_dense(const AttentionTensors& t, Workspace ws, StreamHandle stream = nullptr) const override;
   // The block-sparse kernel under `layout` (one given to create()) with lists
   // `offsets` / `indices` (host int32 views). `stats` (if set) counts the
   // (query block, key block) pairs of every sequence and head, and the listed ones.
   Diagnostics run_sparse(const AttentionTensors& t, const BlockSparse& layout, const TensorView& offsets,
-                         const TensorView& indices, Workspace ws, SparsityStats* stats) const;
+                         const TensorView& indices, Workspace ws, StreamHandle stream,
+                         SparsityStats* stats) const override;
   // Bytes at the front of the workspace that run_sparse leaves to the caller's
   // own use (lists built per call), behind which the kernels' part starts.
   void reserve_front(std::size_t bytes) { front_ = round_up(bytes); }

@@ -3,6 +3,7 @@
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/sparse/sliding_tile.hpp"
 #include "backends/sparse/cpu_sparse_runner.hpp"
+#include "backends/sparse/cuda_sparse_runner.hpp"
 #include "backends/sparse/sparse_backend.hpp"
 
 namespace attnkit {
@@ -11,7 +12,7 @@ namespace {
 
 class SlidingTilePlan final : public Plan {
  public:
-  SlidingTilePlan(Problem p, SlidingTileSchedule schedule, std::unique_ptr<CpuSparseRunner> runner)
+  SlidingTilePlan(Problem p, SlidingTileSchedule schedule, std::unique_ptr<SparseRunner> runner)
       : Plan(std::move(p)), schedule_(std::move(schedule)), runner_(std::move(runner)) {}
 
   std::size_t workspace_bytes() const override { return runner_->workspace_bytes(); }
@@ -19,7 +20,8 @@ class SlidingTilePlan final : public Plan {
   Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override {
     return run_at({}, t, ws, stream);
   }
-  Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws, StreamHandle) const override {
+  Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws,
+                     StreamHandle stream) const override {
     auto choice = schedule_.choose(where);
     if (!choice) return choice.diagnostics();
     if (choice->dense) {
@@ -27,16 +29,23 @@ class SlidingTilePlan final : public Plan {
         where.stats->dense = true;
         where.stats->dense_reason = choice->dense_reason;
       }
-      return runner_->run_dense(t, ws);
+      return runner_->run_dense(t, ws, stream);
     }
     return runner_->run_sparse(t, choice->layout, choice->lists->offsets_view(), choice->lists->indices_view(), ws,
-                               where.stats);
+                               stream, where.stats);
   }
 
  private:
   SlidingTileSchedule schedule_;
-  std::unique_ptr<CpuSparseRunner> runner_;
+  std::unique_ptr<SparseRunner> runner_;
 };
+
+// The block layouts a schedule's lists come in: one tile a block, lists shared
+// by the heads (one window) or one set per head.
+std::vector<BlockSparse> layouts_of(const SlidingTileSchedule& schedule, const Problem& p) {
+  const int block = schedule.geometry().block();
+  return {BlockSparse{block, block, 1, 1}, BlockSparse{block, block, 1, p.heads_q}};
+}
 
 class SlidingTileBackend final : public SparseVideoBackend {
  public:
@@ -51,9 +60,19 @@ class SlidingTileBackend final : public SparseVideoBackend {
                                          const select::BackendConfig& config) const override {
     auto schedule = SlidingTileSchedule::create(p, config);
     if (!schedule) return schedule.diagnostics();
-    const int block = schedule->geometry().block();
-    const std::vector<BlockSparse> layouts = {BlockSparse{block, block, 1, 1}, BlockSparse{block, block, 1, p.heads_q}};
-    auto runner = CpuSparseRunner::create(p, cpu, layouts, schedule->geometry().tiling);
+    auto runner = CpuSparseRunner::create(p, cpu, layouts_of(*schedule, p), schedule->geometry().tiling);
+    if (!runner) return runner.diagnostics();
+    return std::unique_ptr<Plan>(std::make_unique<SlidingTilePlan>(p, std::move(*schedule), std::move(*runner)));
+  }
+  // The same schedule on the GPU: the lists of every (step, layer) and the
+  // tile permutation uploaded once, fa3 / fa2 over them (docs/perf/gpu-sparse.md).
+  bool has_cuda_path() const override { return true; }
+  Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
+                                          const select::BackendConfig& config) const override {
+    auto schedule = SlidingTileSchedule::create(p, config);
+    if (!schedule) return schedule.diagnostics();
+    auto runner =
+        CudaSparseRunner::create(p, gpu, layouts_of(*schedule, p), schedule->list_sets(), schedule->geometry().tiling);
     if (!runner) return runner.diagnostics();
     return std::unique_ptr<Plan>(std::make_unique<SlidingTilePlan>(p, std::move(*schedule), std::move(*runner)));
   }

@@ -25,7 +25,7 @@ Diagnostics SparseVideoBackend::check(const Problem& p, const Platform& platform
   if (p.dtype == DType::f32 && caps_.dtypes.contains(DType::f32))
     out.add("AK2104", {{"backend", name_}, {"role", "q"}, {"dtype", "fp32"},
                        {"supported", "fp16, bf16 on CUDA (fp32 runs on the CPU path only)"}});
-  if (platform.detected && !out.has_code("AK2111"))
+  if (platform.detected && !has_cuda_path() && !out.has_code("AK2111"))
     out.add("AK2111", {{"backend", name_},
                        {"detail", ": its CUDA path is not built yet (the CPU path runs on cpu platforms)"}});
   return out;
@@ -42,13 +42,23 @@ Result<std::unique_ptr<Plan>> SparseVideoBackend::plan_configured(const Problem&
   if (const select::BackendSchema* schema = select::find_schema(name_))
     why.append(select::validate_own_config(config, *schema));
   if (!why.ok()) return why;
+  if (platform.kind == PlatformKind::cuda) return plan_cuda(p, platform, config);
   return plan_cpu(p, platform, config);
+}
+
+Result<std::unique_ptr<Plan>> SparseVideoBackend::plan_cuda(const Problem&, const Platform&,
+                                                            const select::BackendConfig&) const {
+  return diagnose("AK2111", {{"backend", name_}, {"detail", ": its CUDA path is not built yet (the CPU path runs on cpu platforms)"}});
 }
 
 }  // namespace attnkit::sparse
 
 namespace attnkit {
 
-void register_sparse_backends(Registry& registry) { registry.add(make_sliding_tile_backend()); }
+void register_sparse_backends(Registry& registry) {
+  registry.add(make_sliding_tile_backend());
+  registry.add(make_sparge_backend());
+  registry.add(make_sol_backend());
+}
 
 }  // namespace attnkit

@@ -21,8 +21,8 @@ class SparseVideoBackend : public Backend {
   std::string_view description() const override { return description_; }
   const Capabilities& capabilities() const override { return caps_; }
 
-  // The capabilities, fp32 refused on CUDA, and no kernel on a GPU of this
-  // machine yet (AK2111).
+  // The capabilities, fp32 refused on CUDA, and AK2111 on a GPU of this
+  // machine for a backend without a CUDA path (has_cuda_path()).
   Diagnostics check(const Problem& p, const Platform& platform) const override;
   // Without a deployment's config: its required keys are missing (AK3104).
   Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override;
@@ -34,6 +34,10 @@ class SparseVideoBackend : public Backend {
   // config keys passed their checks.
   virtual Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                                  const select::BackendConfig& config) const = 0;
+  // The CUDA path (cuda_sparse_runner.hpp), where the backend has one.
+  virtual bool has_cuda_path() const { return false; }
+  virtual Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
+                                                  const select::BackendConfig& config) const;
 
  private:
   std::string name_, description_;

@@ -289,7 +289,8 @@ class ListedKeyBlocks {
 
 // Computes output rows [q0, q0 + kBlockQ) of one head; ws: workspace_layout floats.
 void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTRICT ws) {
-  constexpr int Q = FlashTraits::kBlockQ, K = FlashTraits::kBlockK;
+  constexpr int Q = FlashTraits::kBlockQ;
+  const int K = a.kv_tile;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -424,16 +425,40 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
         }
       }
     }
-    // Online softmax, lane-wise over queries.
+    // Online softmax, lane-wise over queries. Skip-softmax decides here: row
+    // i skips this tile when it has seen a key (m finite) and the tile's
+    // largest score is below m + log2(threshold); the tile then adds nothing
+    // to the row (P = 0, alpha = 1). A vector of rows that all skip (or see
+    // nothing) skips its exponentials; a tile no row keeps skips P V and the
+    // V load.
+    bool any_kept = !a.skip_softmax;
+    std::int64_t decided = 0, skipped = 0;
+    const VF ninf = hn::Set(df, kNegInf);
     for (int i = 0; i < Q; i += N) {
       const VF m_old = hn::LoadU(df, m + i);
-      VF mx = m_old;
-      for (int j = 0; j < nk; ++j) mx = hn::Max(mx, hn::LoadU(df, st + j * Q + i));
+      VF blk = ninf;
+      for (int j = 0; j < nk; ++j) blk = hn::Max(blk, hn::LoadU(df, st + j * Q + i));
+      VF mx = hn::Max(m_old, blk);
+      auto skip = hn::FirstN(df, 0);
+      if (a.skip_softmax) {
+        const auto row = hn::Lt(hn::Iota(df, static_cast<float>(i)), hn::Set(df, static_cast<float>(nq)));
+        const auto seen = hn::And(row, hn::Ne(blk, ninf));
+        skip = hn::And(hn::And(seen, hn::Ne(m_old, ninf)), hn::Lt(blk, hn::Add(m_old, hn::Set(df, h.skip_log2_threshold))));
+        decided += static_cast<std::int64_t>(hn::CountTrue(df, seen));
+        skipped += static_cast<std::int64_t>(hn::CountTrue(df, skip));
+        if (hn::AllFalse(df, hn::AndNot(skip, seen))) {  // nothing to add for these rows
+          for (int j = 0; j < nk; ++j) hn::StoreU(hn::Zero(df), df, st + j * Q + i);
+          hn::StoreU(hn::Set(df, 1.0f), df, alpha + i);
+          continue;
+        }
+        any_kept = true;
+        mx = hn::IfThenElse(skip, m_old, mx);
+      }
       // A row with nothing visible yet keeps m = -inf; subtract 0 instead of -inf.
-      const VF m_use = hn::IfThenZeroElse(hn::Eq(mx, hn::Set(df, kNegInf)), mx);
+      const VF m_use = hn::IfThenZeroElse(hn::Eq(mx, ninf), mx);
       VF sum = hn::Zero(df);
       for (int j = 0; j < nk; ++j) {
-        const VF p = Exp2NonPositive(df, hn::Sub(hn::LoadU(df, st + j * Q + i), m_use));
+        const VF p = hn::IfThenZeroElse(skip, Exp2NonPositive(df, hn::Sub(hn::LoadU(df, st + j * Q + i), m_use)));
         hn::StoreU(p, df, st + j * Q + i);
         sum = hn::Add(sum, p);
       }
@@ -441,6 +466,10 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
       hn::StoreU(al, df, alpha + i);
       hn::StoreU(hn::MulAdd(hn::LoadU(df, l + i), al, sum), df, l + i);
       hn::StoreU(mx, df, m + i);
+    }
+    if (a.skip_softmax) {
+      if (h.skip_counts) h.skip_counts[0] += decided, h.skip_counts[1] += skipped;
+      if (!any_kept) return;
     }
     // O^T = alpha O^T + V^T P^T.
     const char* v_tile = static_cast<const char*>(h.v) + j0 * h.v_stride * in_size;
@@ -458,8 +487,10 @@ void FlashQTile(const FlashArgs& a, const HeadSlice& h, int q0, float* HWY_RESTR
   };
 
   if (!sparse) {
-    // hi_max <= seqlen_k <= kMaxSeqlen: j0 + K cannot wrap.
-    for (int j0 = lo_min; j0 < hi_max; j0 += K) visit(j0, std::min(K, hi_max - j0), all_listed);
+    // hi_max <= seqlen_k <= kMaxSeqlen: j0 + K cannot wrap. Skip-softmax decides
+    // on aligned tiles [n K, (n + 1) K); otherwise tiles start at the first visible key.
+    const int first = a.skip_softmax ? lo_min / K * K : lo_min;
+    for (int j0 = first; j0 < hi_max; j0 += K) visit(j0, std::min(K, hi_max - j0), all_listed);
   } else if (nq > 0) {
     ListedKeyBlocks lists(a, h, q0, nq);
     std::int64_t kb_lo, kb_hi;

@@ -25,9 +25,10 @@ constexpr std::uint32_t non_finite_bits(Elem e) {
 
 struct FlashTraits {
   static constexpr int kBlockQ = 64;  // queries per tile: 4 AVX-512 vectors of fp32
-  static constexpr int kBlockK = 64;  // keys per KV tile
+  static constexpr int kBlockK = 64;      // keys per KV tile (FlashArgs::kv_tile's default)
+  static constexpr int kMaxBlockK = 128;  // the largest KV tile (skip-softmax's decision blocks)
   static_assert(kBlockQ % 64 == 0, "a q tile must hold a whole number of 4x16-lane register blocks");
-  static_assert(kBlockK % 2 == 0, "bf16 dot products consume keys in pairs");
+  static_assert(kBlockK % 2 == 0 && kMaxBlockK % 2 == 0, "bf16 dot products consume keys in pairs");
   static constexpr float kLog2e = 1.4426950408889634f;
   static constexpr float kLn2 = 0.6931471805599453f;
 };
@@ -63,6 +64,11 @@ struct FlashArgs {
   ExtraMask extra = ExtraMask::none;
   // Block sparsity (HeadSlice::block_offsets): query / key block sizes; 0: dense.
   int block_q = 0, block_k = 0;
+  int kv_tile = FlashTraits::kBlockK;  // keys per KV tile: even, <= kMaxBlockK
+  // Skip-softmax (docs/sparse.md): KV tiles are the decision's blocks, aligned
+  // at multiples of kv_tile from key 0; a row skips a tile whose largest score
+  // is below its running max plus HeadSlice::skip_log2_threshold (log2 units).
+  bool skip_softmax = false;
   bool has_sinks = false;
   const Bf16DotOps* dot = nullptr;  // non-null: bf16 inputs through bf16 dot products
 };
@@ -93,6 +99,10 @@ struct HeadSlice {
   const std::int32_t* block_offsets = nullptr;
   const std::int32_t* block_indices = nullptr;
   std::int64_t block_nnz = 0;
+  // Skip-softmax (FlashArgs::skip_softmax): log2(threshold) of this sequence,
+  // and where the kernel adds the (row, tile) pairs it decided on and skipped.
+  float skip_log2_threshold = 0.0f;
+  std::int64_t* skip_counts = nullptr;  // [0] decided, [1] skipped; per thread
 };
 
 // Per-thread workspace, in floats, every part 64-byte aligned.
@@ -112,17 +122,17 @@ constexpr WorkspaceLayout workspace_layout(int dqk, int dv) {
     return here;
   };
   w.qt = take(static_cast<std::size_t>(dqk) * T::kBlockQ);          // Q^T (fp32) or Q^T pairs (bf16x2)
-  w.st = take(static_cast<std::size_t>(T::kBlockK) * T::kBlockQ);   // S^T, then P^T in place
-  w.pt2 = take(static_cast<std::size_t>(T::kBlockK / 2) * T::kBlockQ);  // P^T as bf16 pairs
-  w.ot = take(static_cast<std::size_t>(dv) * T::kBlockQ);           // O^T accumulator
-  w.kf = take(static_cast<std::size_t>(T::kBlockK) * dqk);          // K tile converted to fp32
-  w.vf = take(static_cast<std::size_t>(T::kBlockK) * dv);           // V tile (fp32 or bf16 pairs)
+  w.st = take(static_cast<std::size_t>(T::kMaxBlockK) * T::kBlockQ);   // S^T, then P^T in place
+  w.pt2 = take(static_cast<std::size_t>(T::kMaxBlockK / 2) * T::kBlockQ);  // P^T as bf16 pairs
+  w.ot = take(static_cast<std::size_t>(dv) * T::kBlockQ);              // O^T accumulator
+  w.kf = take(static_cast<std::size_t>(T::kMaxBlockK) * dqk);          // K tile converted to fp32
+  w.vf = take(static_cast<std::size_t>(T::kMaxBlockK) * dv);           // V tile (fp32 or bf16 pairs)
   w.m = take(T::kBlockQ);      // running max (log2 units)
   w.l = take(T::kBlockQ);      // running denominator
   w.alpha = take(T::kBlockQ);  // exp2(m_old - m_new) of the current KV tile
   w.lo = take(T::kBlockQ);     // first visible key per query (int32)
   w.hi = take(T::kBlockQ);     // one past the last visible key per query (int32)
-  w.vis = take(static_cast<std::size_t>(T::kBlockK) * T::kBlockQ / 4);  // uint8 visibility of a tile
+  w.vis = take(static_cast<std::size_t>(T::kMaxBlockK) * T::kBlockQ / 4);  // uint8 visibility of a tile
   w.total = at;
   return w;
 }

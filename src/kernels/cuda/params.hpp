@@ -49,6 +49,7 @@ struct AttnParams {
   int block_q = 0, block_k = 0;             // block-sparse block sizes (block_offsets set)
   int block_batch = 1, block_heads = 1;     // distinct lists per sequence / per query head: 1 or batch / heads_q
   int num_q_blocks = 0, num_k_blocks = 0;   // ceil(seqlen_q / block_q), ceil(seqlen_k / block_k)
+  int block_k_tiles = 1;                    // fa3bs: block_k / its key tile (set by the launcher, which checks it divides)
   // Scores in log2 units: s2 = log2(e) * softcap(scale * q.k).
   //   no softcap: s2 = (q.k) * scale_log2
   //   softcap c : s2 = softcap_log2 * tanh((q.k) * softcap_prescale), softcap_log2 = c*log2(e)

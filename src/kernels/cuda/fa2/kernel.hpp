@@ -2,6 +2,9 @@
 // fa2: FlashAttention-2-class forward for sm_80 and later, composed of the tile
 // scheduler (which tile), the mainloop (Q K^T, mask, online softmax, P V over a
 // cp.async ring of key tiles) and the epilogue (normalise, store O and LSE).
+#include <type_traits>
+
+#include "kernels/cuda/common/key_tiles.hpp"
 #include "kernels/cuda/fa2/epilogue.hpp"
 #include "kernels/cuda/fa2/mainloop.hpp"
 #include "kernels/cuda/common/tile_scheduler.hpp"
@@ -9,7 +12,9 @@
 
 namespace attnkit::cuda {
 
-template <class Traits>
+// kBlockSparse: the key tiles are the block-sparse lists' (AttnParams
+// block_offsets / block_indices) within the dense range.
+template <class Traits, bool kBlockSparse = false>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2_forward_kernel(const __grid_constant__ AttnParams p) {
   using T = typename Traits::T;
   using Mainloop = Fa2Mainloop<Traits>;
@@ -36,12 +41,16 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   const T* k_base = static_cast<const T*>(p.k) + k_rows.offset;
   const T* v_base = static_cast<const T*>(p.v) + v_rows.offset;
 
-  // ---- the key tiles any row of this block can see
-  const int m_last = min(m0 + kBlockM, span.q_len) - 1;
-  const KeyRange first = visible_keys(m0, span.q_len, span.k_len, p.window_left, p.window_right);
-  const KeyRange last = visible_keys(m_last, span.q_len, span.k_len, p.window_left, p.window_right);
-  const int n_begin = first.lo / kBlockN;
-  const int n_end = last.hi > first.lo ? (last.hi + kBlockN - 1) / kBlockN : n_begin;
+  // ---- the key tiles any row of this block can see (block-sparse: of those, the listed ones)
+  const KeyTiles range = visible_key_tiles(m0, kBlockM, span.q_len, span.k_len, p.window_left, p.window_right, kBlockN);
+  const KeyRange first = range.first, last = range.last;
+  using Keys = std::conditional_t<kBlockSparse, SparseKeyTiles, KeyTiles>;
+  Keys keys;
+  if constexpr (kBlockSparse)
+    keys = listed_key_tiles(p, range, tile.batch, tile.head, m0);
+  else
+    keys = range;
+  const int count = keys.count();
 
   const int warp = threadIdx.x >> 5;
   constexpr int kM = Traits::kMTiles;
@@ -72,22 +81,23 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   };
   TileLoader<Traits, kBlockM>{q_base, q_rows.row_stride}.load(sQ, m0, span.q_len);
   if constexpr (Traits::kSingleBuffered) {  // group {Q, K(first)}
-    if (n_begin < n_end) k_loader.load(sK(0), n_begin * kBlockN, span.k_len);
+    if (count > 0) k_loader.load(sK(0), keys.tile(0) * kBlockN, span.k_len);
     cp_async_commit();
   } else {
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (n_begin + s < n_end) load_kv(n_begin + s, s);
+      if (s < count) load_kv(keys.tile(s), s);
       cp_async_commit();
     }
   }
 
   // ---- mainloop over key tiles
-  for (int n = n_begin; n < n_end; ++n) {
-    const int it = n - n_begin;
+  for (int it = 0; it < count; ++it) {
+    const int n = keys.tile(it);
     const int stage = it % kStages;
-    const bool load_ahead = n + kStages - 1 < n_end;  // ring: tile n+kStages-1 exists
+    const bool load_ahead = it + kStages - 1 < count;  // ring: the (it+kStages-1)-th tile exists
     const int ahead_stage = (it + kStages - 1) % kStages;
+    const int ahead = load_ahead ? keys.tile(it + kStages - 1) : 0;
     if constexpr (Traits::kSingleBuffered) {
       cp_async_wait<0>();  // K(n) (and Q) landed for this thread...
       __syncthreads();     // ...and for all; every warp is done with V(n-1)
@@ -100,7 +110,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
       // this tile's Q K^T, so the copies interleave with math instead of
       // queueing behind each other (ncu showed warps waiting to reuse
       // cp.async address registers when all were issued at once).
-      if (load_ahead) k_loader.load(sK(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
+      if (load_ahead) k_loader.load(sK(ahead_stage), ahead * kBlockN, span.k_len);
     }
     if constexpr (Traits::kQInRegisters) {
       if (it == 0)
@@ -115,9 +125,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     if constexpr (Traits::kSingleBuffered) {
       cp_async_wait<0>();  // V(n) landed for this thread...
       __syncthreads();     // ...and for all; every warp is done with K(n)
-      if (n + 1 < n_end) k_loader.load(sK(0), (n + 1) * kBlockN, span.k_len);
+      if (it + 1 < count) k_loader.load(sK(0), keys.tile(it + 1) * kBlockN, span.k_len);
     } else {
-      if (load_ahead) v_loader.load(sV(ahead_stage), (n + kStages - 1) * kBlockN, span.k_len);
+      if (load_ahead) v_loader.load(sV(ahead_stage), ahead * kBlockN, span.k_len);
     }
     cp_async_commit();  // one group per tile, empty or not: the waits count groups
     const bool capped = p.softcap_log2 > 0.0f;  // uniform: one branch, not a select per score

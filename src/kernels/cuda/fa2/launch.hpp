@@ -8,17 +8,21 @@
 
 namespace attnkit::cuda {
 
-template <class Traits>
+template <class Traits, bool kBlockSparse = false>
 cudaError_t fa2_configure() {
-  return cudaFuncSetAttribute(fa2_forward_kernel<Traits>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(fa2_forward_kernel<Traits, kBlockSparse>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(Traits::kSmemBytes));
 }
 
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
-template <class Traits>
-cudaError_t fa2_launch(const AttnParams& p, cudaStream_t stream) {
-  fa2_forward_kernel<Traits><<<TileScheduler<Traits::kBlockM>::grid(p), Traits::kThreads, Traits::kSmemBytes,
-                               stream>>>(p);
+// kBlockSparse: the block-sparse lists' tiles (common/key_tiles.hpp).
+template <class Traits, bool kBlockSparse = false>
+cudaError_t fa2_launch(const AttnParams& p_in, cudaStream_t stream) {
+  AttnParams p = p_in;
+  if constexpr (kBlockSparse)
+    if (!prepare_listed_launch(p, Traits::kBlockM, Traits::kBlockN)) return cudaErrorInvalidValue;
+  fa2_forward_kernel<Traits, kBlockSparse><<<TileScheduler<Traits::kBlockM>::grid(p), Traits::kThreads,
+                                             Traits::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -34,4 +38,17 @@ cudaError_t fa2_launch(const AttnParams& p, cudaStream_t stream) {
     return static_cast<int>(fa2_launch<Fa2Traits_##TAG##_##QK>(p, static_cast<cudaStream_t>(stream)));  \
   }                                                                                                     \
   int fa2_configure_##TAG##_##QK##_##V() { return static_cast<int>(fa2_configure<Fa2Traits_##TAG##_##QK>()); } \
+  }
+
+// fa2bs: the same instance over block-sparse lists (instances.def family fa2bs).
+#define AK_DEFINE_LAUNCHER_fa2bs(TAG, QK, V)                                                             \
+  namespace attnkit::cuda {                                                                             \
+  static_assert(QK == V, "fa2 runs equal qk and v head dims");                                          \
+  using Fa2bsTraits_##TAG##_##QK = Fa2Config<CudaElement<DType::TAG>::type, QK>::Traits;                \
+  int fa2bs_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                              \
+    return static_cast<int>(fa2_launch<Fa2bsTraits_##TAG##_##QK, true>(p, static_cast<cudaStream_t>(stream))); \
+  }                                                                                                     \
+  int fa2bs_configure_##TAG##_##QK##_##V() {                                                            \
+    return static_cast<int>(fa2_configure<Fa2bsTraits_##TAG##_##QK, true>());                           \
+  }                                                                                                     \
   }

@@ -4,6 +4,8 @@
 // (mainloop.hpp: a TMA producer warpgroup, wgmma consumer warpgroups) and the
 // epilogue (epilogue.hpp). The body compiles only for sm_90a; other targets
 // get an empty kernel that the host never launches (plan() refuses them).
+#include <type_traits>
+
 #include "kernels/cuda/common/tile_scheduler.hpp"
 #include "kernels/cuda/sm90/epilogue.hpp"
 #include "kernels/cuda/sm90/mainloop.hpp"
@@ -11,17 +13,20 @@
 
 namespace attnkit::cuda::sm90 {
 
-// One output tile: where its rows live and which key tiles it visits.
+// One output tile: where its rows live and which key tiles it visits (the
+// dense range; block-sparse: that range's listed blocks).
+template <bool kBlockSparse>
 struct Fa3Tile {
+  using Keys = std::conditional_t<kBlockSparse, SparseKeyTiles, KeyTiles>;
   Tile tile;
   DeviceSpan span;
   int m0;
   Fa3Coords at;
-  KeyTiles keys;
+  Keys keys;
 };
 
-template <class Traits>
-__device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk, Fa3Tile& out) {
+template <class Traits, bool kBlockSparse>
+__device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk, Fa3Tile<kBlockSparse>& out) {
   using Scheduler = TileScheduler<Traits::kBlockM>;
   const AttnParams& p = params.a;
   out.tile = params.cost_group > 0 ? Scheduler::cost_ordered_tile(walk, gridDim.x, params.cost_group, p)
@@ -32,12 +37,18 @@ __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk
   const bool packed = p.layout == Layout::thd;
   out.at = {packed ? static_cast<int>(out.span.q_offset) : 0, packed ? static_cast<int>(out.span.k_offset) : 0,
             out.tile.head, out.tile.head / p.gqa_ratio, packed ? 0 : out.tile.batch};
-  out.keys = visible_key_tiles(out.m0, Traits::kBlockM, out.span.q_len, out.span.k_len, p.window_left,
-                               p.window_right, Traits::kBlockN);
+  const KeyTiles range = visible_key_tiles(out.m0, Traits::kBlockM, out.span.q_len, out.span.k_len, p.window_left,
+                                           p.window_right, Traits::kBlockN);
+  if constexpr (kBlockSparse)
+    out.keys = listed_key_tiles(p, range, out.tile.batch, out.tile.head, out.m0);
+  else
+    out.keys = range;
   return true;
 }
 
-template <class Traits>
+// kBlockSparse: the key tiles come from the CSR lists of AttnParams
+// (block_offsets / block_indices), intersected with the dense range.
+template <class Traits, bool kBlockSparse>
 __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const __grid_constant__ Fa3Params params) {
 #if defined(AK_SM90_ENABLED)
   using T = typename Traits::T;
@@ -59,7 +70,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       tma_prefetch_descriptor(&params.tma_k);
       tma_prefetch_descriptor(&params.tma_v);
       PipelineState ps;
-      Fa3Tile t;
+      Fa3Tile<kBlockSparse> t;
       for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x)
         if (fa3_tile<Traits>(params, linear, t)) Fa3Producer<Traits>::load_tile(params, sm, t.at, t.m0, t.keys, ps);
     }
@@ -71,7 +82,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
     const bool packed = p.layout == Layout::thd;
     Consumer::first_turn(wg);
     PipelineState ps;
-    Fa3Tile t;
+    Fa3Tile<kBlockSparse> t;
     for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x) {
       if (!fa3_tile<Traits>(params, linear, t)) continue;
       const int strip_row0 = t.m0 + wg_row0 + 16 * ((threadIdx.x / 32) & 3);

@@ -86,15 +86,20 @@ inline GridLimits grid_limits() {
   return {n, l2[device].load(std::memory_order_relaxed)};
 }
 
-template <class Traits>
+template <class Traits, bool kBlockSparse = false>
 cudaError_t fa3_configure() {
-  return cudaFuncSetAttribute(fa3_forward_kernel<Traits>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(fa3_forward_kernel<Traits, kBlockSparse>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(Traits::kSmemBytes));
 }
 
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
-template <class Traits>
-cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
+// kBlockSparse: a.block_offsets / block_indices list each query block's KV
+// blocks; the plan checked block_q % kBlockM == 0 and block_k % kBlockN == 0.
+template <class Traits, bool kBlockSparse = false>
+cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
+  AttnParams a = a_in;
+  if constexpr (kBlockSparse)
+    if (!prepare_listed_launch(a, Traits::kBlockM, Traits::kBlockN)) return cudaErrorInvalidValue;
   Fa3Params params{};
   params.a = a;
   cudaError_t err;
@@ -117,9 +122,12 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
   const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(a);
   if (tiles <= 0) return cudaSuccess;
   const GridLimits limits = grid_limits();
+  // Block-sparse lists without a causal / window mask walk the persistent grid
+  // in order too: STA's lists are equally long, and random lists of ~100
+  // tiles per CTA even out.
   const bool uniform_tiles = a.window_left < 0 && a.window_right < 0;
   const bool short_unequal = TileScheduler<Traits::kBlockM>::num_m_blocks(a) <= 8 && Traits::kHeadDimQK <= 128;
-  const bool persistent = Traits::kPersistent && limits.sms > 0 && (uniform_tiles || short_unequal);
+  const bool persistent = Traits::kPersistent && limits.sms > 0 && (uniform_tiles || (short_unequal && !kBlockSparse));
   long long ctas = persistent ? std::min<long long>(tiles, limits.sms) : tiles;
   if (persistent && !uniform_tiles && ctas < tiles) {
     const long long kv_bytes_per_slice =
@@ -129,7 +137,8 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
         std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
-  fa3_forward_kernel<Traits><<<static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
+  fa3_forward_kernel<Traits, kBlockSparse>
+      <<<static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();
 }
 
@@ -145,5 +154,18 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
   }                                                                                                            \
   int fa3_configure_##TAG##_##QK##_##V() {                                                                     \
     return static_cast<int>(sm90::fa3_configure<Fa3Traits_##TAG##_##QK##_##V>());                              \
+  }                                                                                                            \
+  }
+
+// fa3bs: the same instance with block-sparse KV lists (instances.def family fa3bs).
+#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V)                                                                   \
+  namespace attnkit::cuda {                                                                                    \
+  using Fa3bsTraits_##TAG##_##QK##_##V = sm90::Fa3Config<CudaElement<DType::TAG>::type, QK, V>::Traits;         \
+  int fa3bs_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                     \
+    return static_cast<int>(                                                                                   \
+        sm90::fa3_launch<Fa3bsTraits_##TAG##_##QK##_##V, true>(p, static_cast<cudaStream_t>(stream)));         \
+  }                                                                                                            \
+  int fa3bs_configure_##TAG##_##QK##_##V() {                                                                   \
+    return static_cast<int>(sm90::fa3_configure<Fa3bsTraits_##TAG##_##QK##_##V, true>());                      \
   }                                                                                                            \
   }

@@ -12,6 +12,8 @@
 //        issue S(n) = Q K(n)^T;  issue O += P(n-1) V(n-1)
 //        wait S(n) -> release K(n); softmax(S(n)) -> P(n) in fp32, alpha(n)
 //        wait P V  -> release V(n-1); O *= alpha(n); P(n) -> 16-bit A fragments
+#include <type_traits>
+
 #include "kernels/cuda/common/key_tiles.hpp"
 #include "kernels/cuda/common/online_softmax.hpp"
 #include "kernels/cuda/sm90/params.hpp"
@@ -39,6 +41,20 @@ struct Fa3Smem {
   __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(2 + Traits::kStages + s); }
   __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(2 + 2 * Traits::kStages + s); }
   __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(2 + 3 * Traits::kStages + s); }
+
+  // Which key tile stage s holds (written before k_full's arrive, whose
+  // release ordering makes it visible to the consumers that wait on k_full).
+  __device__ __forceinline__ std::uint32_t stage_tile(int s) const { return bar(2 + 4 * Traits::kStages + s); }
+  __device__ __forceinline__ void set_stage_tile(int s, int tile) const { st_shared_u32(stage_tile(s), tile); }
+  // Read by lane 0 alone and broadcast: lane 0 is the lane that arrives on
+  // k_empty (Fa3Consumer::release), and an arrive releases only the arriving
+  // thread's own accesses, so the producer's next write of the slot cannot
+  // race a read of another lane (compute-sanitizer racecheck flags that).
+  __device__ __forceinline__ int get_stage_tile(int s) const {
+    int v = 0;
+    if ((threadIdx.x & 31) == 0) v = static_cast<int>(ld_shared_u32(stage_tile(s)));
+    return __shfl_sync(0xffffffffu, v, 0);
+  }
 
   __device__ __forceinline__ void init_barriers() const {
     mbar_init(q_full(), 1);
@@ -91,17 +107,24 @@ struct Fa3Producer {
                   row, head, batch);
   }
 
-  // The tile's Q at m0, then key tiles [tiles.begin, tiles.end); one thread.
+  // The tile's Q at m0, then key tiles tiles.tile(0 .. count); one thread.
+  // Tiles: KeyTiles (a dense range) or SparseKeyTiles (a block-sparse row).
+  template <class Tiles>
   static __device__ __forceinline__ void load_tile(const Fa3Params& p, const Fa3Smem<Traits>& sm, const Fa3Coords& at,
-                                                   int m0, const KeyTiles& tiles, PipelineState& ps) {
+                                                   int m0, const Tiles& tiles, PipelineState& ps) {
     if (tiles.count() <= 0) return;  // no key visible: the consumers write zeros without Q
     mbar_wait(sm.q_empty(), ps.q_parity() ^ 1);  // the previous tile's last Q K^T is done
     mbar_arrive_expect_tx(sm.q_full(), static_cast<std::uint32_t>(Traits::kQBytes));
     load_rows(sm.q(), Traits::kBlockM, &p.tma_q, sm.q_full(), at.q_row0 + m0, at.head, at.batch, Traits::kQkBlocks);
+    constexpr bool kListed = !std::is_same_v<Tiles, KeyTiles>;
+    int tile = tiles.tile(0);
     for (int it = 0; it < tiles.count(); ++it) {
       const RingSlot slot = ring_slot<Traits::kStages>(ps.kv + it);
-      const int key0 = at.k_row0 + (tiles.begin + it) * Traits::kBlockN;
+      const int key0 = at.k_row0 + tile * Traits::kBlockN;
+      // A listed tile comes from global memory: read the next one before waiting.
+      const int next = it + 1 < tiles.count() ? tiles.tile(it + 1) : 0;
       mbar_wait(sm.k_empty(slot.stage), slot.parity ^ 1);
+      if constexpr (kListed) sm.set_stage_tile(slot.stage, tile);
       mbar_arrive_expect_tx(sm.k_full(slot.stage), static_cast<std::uint32_t>(Traits::kKBytes));
       load_rows(sm.k(slot.stage), Traits::kBlockN, &p.tma_k, sm.k_full(slot.stage), key0, at.head_kv, at.batch,
                 Traits::kQkBlocks);
@@ -109,6 +132,7 @@ struct Fa3Producer {
       mbar_arrive_expect_tx(sm.v_full(slot.stage), static_cast<std::uint32_t>(Traits::kVBytes));
       load_rows(sm.v(slot.stage), Traits::kBlockN, &p.tma_v, sm.v_full(slot.stage), key0, at.head_kv, at.batch,
                 Traits::kVBlocks);
+      tile = next;
     }
     ps.kv += tiles.count();
     ps.q += 1;
@@ -194,10 +218,12 @@ struct Fa3Consumer {
     }
   }
 
-  // The key loop of one output tile for one warpgroup. `tiles` is the CTA's
-  // range; `wg_tiles` this warpgroup's rows' (for the interior test).
+  // The key loop of one output tile for one warpgroup. `tiles` is what the
+  // CTA visits (as in load_tile); `wg_tiles` this warpgroup's rows' dense
+  // range (for the interior test).
+  template <class Tiles>
   static __device__ __forceinline__ void run(const AttnParams& p, const Fa3Smem<Traits>& sm, OFrag& o,
-                                             RowState (&st)[1], const KeyTiles& tiles, const KeyTiles& wg_tiles,
+                                             RowState (&st)[1], const Tiles& tiles, const KeyTiles& wg_tiles,
                                              int wg, int strip_row0, const DeviceSpan& span, PipelineState& ps) {
     const int count = tiles.count();
     if (count <= 0) return;  // every consumer warpgroup of the CTA returns here: no turn is taken
@@ -207,10 +233,18 @@ struct Fa3Consumer {
     float alpha[1][2];
     mbar_wait(sm.q_full(), ps.q_parity());
 
+    // The key tile in a stage: a dense range's is known; a listed one is read
+    // from the stage's slot once its K landed (before K's release lets the
+    // producer reuse the slot).
+    constexpr bool kListed = !std::is_same_v<Tiles, KeyTiles>;
+    auto tile_in = [&](int stage, int it) {
+      if constexpr (kListed) return sm.get_stage_tile(stage); else return tiles.tile(it);
+    };
     // Tile 0: S, then its softmax; no P V yet.
     {
       const RingSlot slot = ring_slot<Traits::kStages>(ps.kv);
       mbar_wait(sm.k_full(slot.stage), slot.parity);
+      const int n = tile_in(slot.stage, 0);
       take_turn(wg);
       wgmma_fence();
       issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
@@ -220,12 +254,13 @@ struct Fa3Consumer {
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
       if (count == 1) release(sm.q_empty());  // the tile's last Q K^T is done
-      softmax(s, st, alpha, p, wg_tiles, tiles.begin, strip_row0, span);
+      softmax(s, st, alpha, p, wg_tiles, n, strip_row0, span);
       to_a_fragments(pf, s);  // O is zero: alpha needs no rescale
     }
     for (int it = 1; it < count; ++it) {
       const RingSlot slot = ring_slot<Traits::kStages>(ps.kv + it), prev = ring_slot<Traits::kStages>(ps.kv + it - 1);
       mbar_wait(sm.k_full(slot.stage), slot.parity);
+      const int n = tile_in(slot.stage, it);
       mbar_wait(sm.v_full(prev.stage), prev.parity);
       fence_registers(pf);
       fence_registers(o[0]);
@@ -240,7 +275,7 @@ struct Fa3Consumer {
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
       if (it == count - 1) release(sm.q_empty());
-      const bool rescale = softmax(s, st, alpha, p, wg_tiles, tiles.begin + it, strip_row0, span);
+      const bool rescale = softmax(s, st, alpha, p, wg_tiles, n, strip_row0, span);
       wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
       fence_registers(o[0]);
       release(sm.v_empty(prev.stage));

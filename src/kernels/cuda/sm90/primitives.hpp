@@ -51,6 +51,18 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
       : "memory");
 }
 
+// Plain 32-bit shared-memory words beside the barriers. mbarrier.arrive has
+// release and try_wait acquire semantics (CTA scope), so a word stored before
+// an arrive is seen by the threads that waited for that phase.
+__device__ __forceinline__ void st_shared_u32(std::uint32_t addr, int value) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+}
+__device__ __forceinline__ std::uint32_t ld_shared_u32(std::uint32_t addr) {
+  std::uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 // ---- TMA (the bulk tensor copy engine)
 
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {

@@ -1,0 +1,209 @@
+#include "backends/sparse/cuda_sparse_runner.hpp"
+
+#include <algorithm>
+
+#include "attnkit/backends/registry.hpp"
+#if defined(ATTNKIT_HAS_CUDA)
+#include "backends/cuda/device.hpp"
+#include "backends/cuda/gather_rows.hpp"
+#endif
+
+namespace attnkit::sparse {
+
+#if defined(ATTNKIT_HAS_CUDA)
+struct CudaSparseRunner::Device {
+  cuda::DeviceBuffer to_tiles, from_tiles;  // int32 [seqlen]: the source row of each destination row
+  struct Lists {
+    cuda::DeviceBuffer offsets, indices;
+    std::int64_t rows = 0, nnz = 0;
+  };
+  std::map<const void*, Lists> lists;  // by the host offsets' data pointer
+};
+#else
+struct CudaSparseRunner::Device {};
+#endif
+
+CudaSparseRunner::CudaSparseRunner() = default;
+CudaSparseRunner::~CudaSparseRunner() = default;
+
+namespace {
+
+// The `fa` kernel of this GPU that runs both the dense problem and its
+// block-sparse variants (select's resolution of "fa": fa3 on Hopper, else fa2).
+const Backend* flash_for(const Problem& dense, const Problem& sparse, const Platform& gpu, Diagnostics& why) {
+  for (const char* name : {"fa3", "fa2"}) {
+    const Backend* b = default_registry().find(name);
+    if (b == nullptr) continue;
+    Diagnostics d = b->check(dense, gpu);
+    d.append(b->check(sparse, gpu));
+    if (d.ok()) return b;
+    why.append(d);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem& p, const Platform& gpu,
+                                                                   const std::vector<BlockSparse>& layouts,
+                                                                   const std::vector<const BlockSparseLists*>& lists,
+                                                                   std::optional<VideoTiling> tiling) {
+  auto runner = std::unique_ptr<CudaSparseRunner>(new CudaSparseRunner());
+  runner->problem_ = p;
+  runner->tiling_ = tiling;
+  runner->device_ = std::make_unique<Device>();
+  std::vector<Problem> inners;
+  for (const BlockSparse& layout : layouts) {
+    Problem inner = p;
+    inner.block_sparse = layout;
+    if (tiling) inner.layout = Layout::bshd;  // the contiguous tile-ordered copies
+    inners.push_back(inner);
+  }
+  Diagnostics why;
+  const Backend* flash = flash_for(p, inners.empty() ? p : inners.front(), gpu, why);
+  if (flash == nullptr) return why;
+  runner->kernel_ = std::string(flash->name());
+  auto dense = flash->plan(p, gpu);
+  if (!dense) return dense.diagnostics();
+  runner->dense_ = std::move(*dense);
+  for (std::size_t i = 0; i < layouts.size(); ++i) {
+    if (runner->sparse_.count(key(layouts[i]))) continue;
+    auto plan = flash->plan(inners[i], gpu);
+    if (!plan) return plan.diagnostics();
+    runner->sparse_.emplace(key(layouts[i]), std::move(*plan));
+  }
+  // The kernels' reasons above are the same in every build; the uploads need CUDA.
+#if !defined(ATTNKIT_HAS_CUDA)
+  (void)lists;
+  return diagnose("AK6002", {{"reason", "this build has no CUDA (the sparse video backends' CUDA path)"}});
+#else
+  for (const BlockSparseLists* l : lists) {
+    Device::Lists d;
+    auto offsets = cuda::DeviceBuffer::upload(l->offsets.data(), l->offsets.size() * sizeof(std::int32_t));
+    if (!offsets) return offsets.diagnostics();
+    auto indices = cuda::DeviceBuffer::upload(l->indices.data(), l->indices.size() * sizeof(std::int32_t));
+    if (!indices) return indices.diagnostics();
+    d.offsets = std::move(*offsets);
+    d.indices = std::move(*indices);
+    d.rows = static_cast<std::int64_t>(l->offsets.size());
+    d.nnz = l->nnz();
+    runner->device_->lists.emplace(l->offsets.data(), std::move(d));
+  }
+  if (tiling) {
+    std::vector<std::int32_t> to(p.seqlen_q), from(p.seqlen_q);
+    for (int s = 0; s < p.seqlen_q; ++s) {
+      to[s] = static_cast<std::int32_t>(raster_index(*tiling, s));          // tile-ordered row s <- raster row
+      from[s] = static_cast<std::int32_t>(tile_order_index(*tiling, s));    // raster row s <- tile-ordered row
+    }
+    auto t = cuda::DeviceBuffer::upload(to.data(), to.size() * sizeof(std::int32_t));
+    if (!t) return t.diagnostics();
+    auto f = cuda::DeviceBuffer::upload(from.data(), from.size() * sizeof(std::int32_t));
+    if (!f) return f.diagnostics();
+    runner->device_->to_tiles = std::move(*t);
+    runner->device_->from_tiles = std::move(*f);
+  }
+  return runner;
+#endif
+}
+
+// 256-byte aligned copies: the kernels' 16-byte rows and TMA's base alignment.
+std::size_t CudaSparseRunner::copies_bytes() const { return tiling_ ? tile_copies_bytes(problem_, kAlign) : 0; }
+
+std::size_t CudaSparseRunner::workspace_bytes() const {
+  std::size_t kernel = dense_ ? dense_->workspace_bytes() : 0;
+  for (const auto& [k, plan] : sparse_) kernel = std::max(kernel, plan->workspace_bytes());
+  return copies_bytes() + kernel;
+}
+
+Diagnostics CudaSparseRunner::run_dense(const AttentionTensors& t, Workspace ws, StreamHandle stream) const {
+  if (ws.size() < workspace_bytes())
+    return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
+  return dense_->run(t, ws.subspan(copies_bytes()), stream);
+}
+
+Diagnostics CudaSparseRunner::run_sparse(const AttentionTensors& t, const BlockSparse& layout,
+                                         const TensorView& offsets, const TensorView& indices, Workspace ws,
+                                         StreamHandle stream, SparsityStats* stats) const {
+#if !defined(ATTNKIT_HAS_CUDA)
+  (void)t, (void)layout, (void)offsets, (void)indices, (void)ws, (void)stream, (void)stats;
+  return diagnose("AK6002", {{"reason", "this build has no CUDA (the sparse video backends' CUDA path)"}});
+#else
+  if (ws.size() < workspace_bytes())
+    return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
+  const auto planned = sparse_.find(key(layout));
+  if (planned == sparse_.end())
+    return diagnose("AK6002", {{"reason", "the sparse plan has no kernel for this block layout (a bug in the backend)"}});
+  const Plan& plan = *planned->second;
+  const Problem& p = problem_;
+  AttentionTensors inner = t;
+  inner.block_offsets = offsets;
+  inner.block_indices = indices;
+  if (offsets.device.kind == DeviceKind::cpu) {  // plan-time lists: their device copies
+    const auto found = device_->lists.find(offsets.data);
+    if (found == device_->lists.end())
+      return diagnose("AK6002", {{"reason", "host block lists that were not uploaded at plan time (a bug in the backend)"}});
+    const Device::Lists& d = found->second;
+    inner.block_offsets = make_view(d.offsets.data(), DType::i32, {d.rows}, t.q.device);
+    inner.block_indices = make_view(d.indices.data(), DType::i32, {d.nnz}, t.q.device);
+  }
+  count_sparsity(p, plan.problem(), layout, indices.numel(), stats);
+  Workspace kernel_ws = ws.subspan(copies_bytes());
+  if (!tiling_) return plan.run(inner, kernel_ws, stream);
+  // The caller's tensors are checked before the gathers read them.
+  if (Diagnostics why = validate_binding(p, t, {DeviceKind::cuda, 0}); !why.ok()) return why;
+  const int B = p.batch, S = p.seqlen_q;
+  std::byte* at = ws.data();
+  auto take = [&](DType dtype, int heads, int dim) {
+    std::byte* here = at;
+    const std::size_t bytes = static_cast<std::size_t>(B) * S * heads * dim * dtype_size(dtype);
+    at += (bytes + kAlign - 1) / kAlign * kAlign;  // as tile_copies_bytes lays them out
+    return here;
+  };
+  // Rows of the caller's tensor (BSHD or BHSD) and of a contiguous BSHD copy.
+  auto strides_of = [&](const TensorView& v, std::int64_t (&s)[3]) {
+    const bool bhsd = p.layout == Layout::bhsd;
+    s[0] = v.strides[0], s[1] = v.strides[bhsd ? 2 : 1], s[2] = v.strides[bhsd ? 1 : 2];
+  };
+  auto gather = [&](const void* src, const std::int64_t (&ss)[3], void* dst, const std::int64_t (&ds)[3], int heads,
+                    int dim, DType dtype, const cuda::DeviceBuffer& index) {
+    cuda::GatherRows g;
+    g.src = src;
+    g.dst = dst;
+    g.index = static_cast<const std::int32_t*>(index.data());
+    g.rows = g.src_rows = S;
+    g.batch = B;
+    g.heads = heads;
+    g.dim = dim;
+    g.elem_bytes = static_cast<int>(dtype_size(dtype));
+    for (int i = 0; i < 3; ++i) g.src_strides[i] = ss[i], g.dst_strides[i] = ds[i];
+    return cuda::gather_rows(g, stream);
+  };
+  struct Copy {
+    const TensorView* caller;
+    TensorView* inner;
+    int heads, dim;
+  };
+  const Copy copies[] = {{&t.q, &inner.q, p.heads_q, p.head_dim_qk},
+                         {&t.k, &inner.k, p.heads_kv, p.head_dim_qk},
+                         {&t.v, &inner.v, p.heads_kv, p.head_dim_v},
+                         {&t.out, &inner.out, p.heads_q, p.head_dim_v}};
+  for (const Copy& c : copies) {
+    std::byte* buf = take(c.caller->dtype, c.heads, c.dim);
+    *c.inner = make_view(buf, c.caller->dtype, {B, S, c.heads, c.dim}, c.caller->device);
+    if (c.caller == &t.out) continue;  // written by the kernel, scattered back below
+    std::int64_t ss[3], ds[3] = {static_cast<std::int64_t>(S) * c.heads * c.dim, static_cast<std::int64_t>(c.heads) * c.dim, c.dim};
+    strides_of(*c.caller, ss);
+    if (Diagnostics why = gather(c.caller->data, ss, buf, ds, c.heads, c.dim, c.caller->dtype, device_->to_tiles);
+        !why.ok())
+      return why;
+  }
+  if (Diagnostics ran = plan.run(inner, kernel_ws, stream); !ran.ok()) return ran;
+  std::int64_t ss[3] = {static_cast<std::int64_t>(S) * p.heads_q * p.head_dim_v,
+                        static_cast<std::int64_t>(p.heads_q) * p.head_dim_v, p.head_dim_v},
+               ds[3];
+  strides_of(t.out, ds);
+  return gather(inner.out.data, ss, t.out.data, ds, p.heads_q, p.head_dim_v, t.out.dtype, device_->from_tiles);
+#endif
+}
+
+}  // namespace attnkit::sparse

@@ -1,0 +1,59 @@
+#pragma once
+// The CUDA path of the sparse video backends: the `fa` kernel of this GPU
+// (fa3 on sm_90, fa2 on sm_80+) planned for the call's dense problem and for
+// its block-sparse variants, once; the lists the backend decides at plan time
+// and the token-order index arrays are uploaded then. At run time: the dense
+// kernel on the caller's tensors, or the block-sparse kernel on the caller's
+// tensors or on tile-ordered copies of them in the workspace (gathered and
+// scattered back on the caller's stream by backends/cuda/gather_rows).
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "attnkit/backends/backend.hpp"
+#include "attnkit/core/block_sparse.hpp"
+#include "attnkit/core/video_tiles.hpp"
+#include "backends/sparse/sparse_runner.hpp"
+
+namespace attnkit::sparse {
+
+class CudaSparseRunner final : public SparseRunner {
+ public:
+  // Plans for `p` (dense) and `p` under each of `layouts`; `lists` are every
+  // host list set run_sparse will be given (uploaded now). With `tiling`, the
+  // block-sparse runs see tile-ordered copies. AK6002 in a build without CUDA.
+  static Result<std::unique_ptr<CudaSparseRunner>> create(const Problem& p, const Platform& gpu,
+                                                          const std::vector<BlockSparse>& layouts,
+                                                          const std::vector<const BlockSparseLists*>& lists,
+                                                          std::optional<VideoTiling> tiling);
+  ~CudaSparseRunner() override;
+
+  std::size_t workspace_bytes() const override;
+  Diagnostics run_dense(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override;
+  // `offsets` / `indices`: host views of a list set given to create() (their
+  // device copies run), or device views (run as they are).
+  Diagnostics run_sparse(const AttentionTensors& t, const BlockSparse& layout, const TensorView& offsets,
+                         const TensorView& indices, Workspace ws, StreamHandle stream,
+                         SparsityStats* stats) const override;
+  // Which kernel family runs ("fa3" / "fa2"): for logs and tests.
+  const std::string& kernel() const { return kernel_; }
+
+ private:
+  struct Device;  // device buffers (CUDA builds)
+  CudaSparseRunner();
+  using LayoutKey = std::tuple<int, int, int, int>;
+  static LayoutKey key(const BlockSparse& b) { return {b.block_q, b.block_k, b.batch, b.heads}; }
+  static constexpr std::size_t kAlign = 256;
+  std::size_t copies_bytes() const;
+
+  Problem problem_;
+  std::optional<VideoTiling> tiling_;
+  std::string kernel_;
+  std::unique_ptr<Plan> dense_;
+  std::map<LayoutKey, std::unique_ptr<Plan>> sparse_;
+  std::unique_ptr<Device> device_;
+};
+
+}  // namespace attnkit::sparse
