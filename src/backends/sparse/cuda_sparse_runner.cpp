@@ -62,7 +62,6 @@ Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem
   Diagnostics why;
   const Backend* flash = flash_for(p, inners.empty() ? p : inners.front(), gpu, why);
   if (flash == nullptr) return why;
-  runner->kernel_ = std::string(flash->name());
   auto dense = flash->plan(p, gpu);
   if (!dense) return dense.diagnostics();
   runner->dense_ = std::move(*dense);

@@ -37,8 +37,6 @@ class CudaSparseRunner final : public SparseRunner {
   Diagnostics run_sparse(const AttentionTensors& t, const BlockSparse& layout, const TensorView& offsets,
                          const TensorView& indices, Workspace ws, StreamHandle stream,
                          SparsityStats* stats) const override;
-  // Which kernel family runs ("fa3" / "fa2"): for logs and tests.
-  const std::string& kernel() const { return kernel_; }
 
  private:
   struct Device;  // device buffers (CUDA builds)
@@ -50,7 +48,6 @@ class CudaSparseRunner final : public SparseRunner {
 
   Problem problem_;
   std::optional<VideoTiling> tiling_;
-  std::string kernel_;
   std::unique_ptr<Plan> dense_;
   std::map<LayoutKey, std::unique_ptr<Plan>> sparse_;
   std::unique_ptr<Device> device_;
