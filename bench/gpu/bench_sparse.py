@@ -145,7 +145,11 @@ def sta_backend_impl(latent, tile, half, rule, seqlen):
     layer = dep.layer("transformer", "self")
     request = dep.request(step=20)
     request.__enter__()  # held for the whole case: the request's prepare/apply is not what is timed
-    return lambda q, k, v: layer(q, k, v)
+
+    def call(q, k, v):
+        return layer(q, k, v, video_grid=tuple(latent))
+    call.request = request  # a collected request context ends the request: keep it with the call
+    return call
 
 
 def main():
