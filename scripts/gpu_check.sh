@@ -11,6 +11,7 @@
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
+#   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -77,7 +78,7 @@ if ! skip build; then
   echo "build ok"
   # The Python module is optional here: the image's Python may lack headers
   # (and the python and bench steps are its only users).
-  if ! { skip python && skip bench && skip cudnn && [[ "${GPU_CHECK_SPARSE:-0}" != 1 ]]; }; then
+  if ! { skip python && skip bench && skip cudnn && [[ "${GPU_CHECK_SPARSE:-0}" != 1 && "${GPU_CHECK_SKIP_SOFTMAX:-0}" != 1 ]]; }; then
     cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
       && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
   fi
@@ -86,7 +87,7 @@ fi
 if ! skip parity; then
   step "GPU parity (ctest: fa3, fa2, cuda_sdpa)"
   # A kernel that deadlocks on a barrier must cost a minute, not the call.
-  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|CudaGatherRows|SlidingTileGpu|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
+  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|CudaGatherRows|SlidingTileGpu|SkipSoftmaxGpu|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
     --output-on-failure > "$LOGS/parity.log" 2>&1
   rc=$?
   grep -E "tests passed|tests failed" "$LOGS/parity.log"
@@ -124,7 +125,10 @@ if ! skip sanitizer; then
       >> "$LOGS/sanitizer_${tool}.log" 2>&1
     b=$?
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
-      >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
+      --gtest_filter='-SkipSoftmaxGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
+    # The skip-softmax instances (fa3ss) on their own clock: four kernels, larger shapes.
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
+      --gtest_filter='SkipSoftmaxGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
     echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
@@ -333,6 +337,14 @@ if [[ "${GPU_CHECK_SPARSE:-0}" == 1 ]]; then
     timeout 420 python3 "$ROOT/bench/gpu/bench_sparse.py" --json "$OUT/bench_sparse.json" \
     ${GPU_CHECK_SPARSE_ONLY:+--only $GPU_CHECK_SPARSE_ONLY} > "$LOGS/bench_sparse.log" 2>&1 || status=1
   grep -vE "Warning|warn" "$LOGS/bench_sparse.log" | tail -40
+fi
+
+# Request skip-softmax on fa3 against its dense kernel (GPU_CHECK_SKIP_SOFTMAX=1).
+if [[ "${GPU_CHECK_SKIP_SOFTMAX:-0}" == 1 ]]; then
+  step "skip-softmax: bench_skip_softmax.py (fa3 with request skip-softmax vs dense, video-like inputs)"
+  PYTHONUNBUFFERED=1 PYTHONPATH="$BUILD/python" timeout 300 python3 "$ROOT/bench/gpu/bench_skip_softmax.py" \
+    --json "$LOGS/bench_skip_softmax.json" > "$LOGS/bench_skip_softmax.log" 2>&1 || status=1
+  tail -12 "$LOGS/bench_skip_softmax.log"
 fi
 
 if ! skip bench; then

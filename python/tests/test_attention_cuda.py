@@ -181,3 +181,26 @@ def test_bad_input_raises_catalogued_error(make, code):
     expect_refused(code, attnkit.attention, *make())
     torch.cuda.synchronize()  # and the context is still healthy
     assert attnkit.attention(randn(1, 4, 2, 64), randn(1, 4, 2, 64), randn(1, 4, 2, 64)).is_cuda
+
+
+def test_deployment_request_skip_softmax_on_fa3():
+    """A request's skip-softmax reaches fa3 through a Deployment layer: from its
+    start step on, key tiles far below a row's running max are skipped (the
+    result moves a little from dense); before it, the dense kernel runs exactly."""
+    dep = attnkit.Deployment(model="wan", platform="cuda", dtype="bf16", attention_backend="fa")
+    layer = dep.layer("transformer", "self", 0)
+    if layer.backend != "fa3":
+        pytest.skip(f"skip-softmax runs on fa3 (sm_90); this GPU's fa is {layer.backend}")
+    # Concentrated attention: each query's own key dominates (q = k), so the
+    # tiles after a row's diagonal fall far below its running max.
+    x = randn(1, 2048, 4, 128, seed=3)
+    v = randn(1, 2048, 4, 128, seed=4)
+    dense = layer(x, x, v)
+    settings = {"threshold_scale_factor": 100.0, "start_step": 2}
+    with dep.request(skip_softmax_params=settings, step=1):
+        assert torch.equal(layer(x, x, v), dense)  # before start_step: the dense kernel
+    with dep.request(skip_softmax_params=settings, step=2):
+        skipped = layer(x, x, v)
+    moved = ((skipped.float() - dense.float()).norm() / dense.float().norm()).item()
+    assert 1e-3 < moved < 0.1, moved
+    assert torch.equal(layer(x, x, v), dense)  # the request is over

@@ -2,14 +2,17 @@
 // schedule's lists and the tile permutation uploaded at plan time, the token
 // gathers, fa3 / fa2 over block-sparse lists) against its CPU path on the
 // same inputs, for both window borders, per-head and shared windows and text
-// tokens; dense steps run exactly the dense kernel. Skips without a GPU.
+// tokens; dense steps run exactly the dense kernel. Request skip-softmax on
+// fa3 against cpu_flash's rule. Skips without a GPU.
 //
 // On the device machine: build-gpu/tests/test_sparse_gpu
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "attnkit/backends/cuda.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/core/error_stats.hpp"
@@ -37,12 +40,14 @@ Problem gpu_video() {
   return p;
 }
 
-// Device copies of a binding's q, k, v and out; freed with the object.
+// Device copies of a binding's tensors (q, k, v, out and whichever of lse,
+// sinks, cu_seqlens the problem has); freed with the object.
 struct DeviceBinding {
   AttentionTensors t;
   std::vector<void*> buffers;
   explicit DeviceBinding(const AttentionTensors& host) : t(host) {
-    for (TensorView* v : {&t.q, &t.k, &t.v, &t.out}) {
+    for (TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks, &t.cu_seqlens_q, &t.cu_seqlens_k}) {
+      if (v->data == nullptr) continue;
       void* ptr = nullptr;
       if (cudaMalloc(&ptr, v->span_bytes()) != cudaSuccess) continue;
       cudaMemcpy(ptr, v->data, v->span_bytes(), cudaMemcpyHostToDevice);
@@ -73,12 +78,22 @@ struct DeviceWorkspace {
   Workspace span() const { return {static_cast<std::byte*>(data), bytes}; }
 };
 
-class SlidingTileGpu : public ::testing::Test {
+// Skips without CUDA or a device; gpu_ is this machine's GPU.
+class OnGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA";
     gpu_ = detect_cuda_platform();
     if (!gpu_) GTEST_SKIP() << "no CUDA device on this machine (run build-gpu/tests/test_sparse_gpu on the device machine)";
+  }
+  std::optional<Platform> gpu_;
+};
+
+class SlidingTileGpu : public OnGpu {
+ protected:
+  void SetUp() override {
+    OnGpu::SetUp();
+    if (IsSkipped()) return;
     mask_path_ = temp_file("sta_gpu_mask.json", R"({"2_0_0": [1, 1, 1], "2_0_1": [2, 2, 1],
                                                     "3_0_0": [1, 2, 2], "3_0_1": [1, 2, 2]})");
   }
@@ -86,7 +101,6 @@ class SlidingTileGpu : public ::testing::Test {
     return {{"mask_strategy_file_path", mask_path_}, {"skip_time_steps", std::int64_t{2}},
             {"tile_size", std::string("2,8,8")}, {"window_border", border}};
   }
-  std::optional<Platform> gpu_;
   std::string mask_path_;
 };
 
@@ -142,6 +156,160 @@ TEST_F(SlidingTileGpu, DenseStepsRunTheDenseKernelExactly) {
   EXPECT_TRUE(stats.dense);
   const auto x = a.out(), y = b.out();
   EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size()), 0);
+}
+
+// ---- request skip-softmax on fa3 (the fa3ss instances) against cpu_flash's rule
+
+// The key tile fa3's skip-softmax instance decides on for `p` (0: none).
+int fa3_skip_tile(const Problem& p) {
+  for (const CudaKernelInstance& i : cuda_kernel_instances())
+    if (i.family == "fa3ss" && i.dtype == p.dtype && i.head_dim_qk == p.head_dim_qk && i.built) return i.block_n;
+  return 0;
+}
+
+class SkipSoftmaxGpu : public OnGpu {
+ protected:
+  void SetUp() override {
+    OnGpu::SetUp();
+    if (!IsSkipped() && gpu_->sm != 90) GTEST_SKIP() << "fa3 runs on sm_90 only";
+  }
+
+  struct Ran {
+    std::vector<std::byte> out;
+    SparsityStats stats;
+  };
+  // fa3 at `where` on device copies of `data`.
+  Ran on_gpu(const Problem& p, const HostProblemData& data, const CallContext& where) const {
+    Ran r;
+    auto plan = default_registry().find("fa3")->plan(p, *gpu_);
+    EXPECT_TRUE(plan.ok()) << plan.diagnostics().summary();
+    if (!plan.ok()) return r;
+    DeviceBinding dev(data.tensors());
+    CallContext at = where;
+    at.stats = &r.stats;
+    const Diagnostics ran = (*plan)->run_at(at, dev.t, {}, nullptr);
+    EXPECT_TRUE(ran.ok()) << ran.summary();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    r.out = dev.out();
+    return r;
+  }
+  // cpu_flash at `where` on `data` (its outputs overwritten).
+  static SparsityStats on_cpu(const Problem& p, HostProblemData& data, const CallContext& where) {
+    SparsityStats stats;
+    auto plan = default_registry().find("cpu_flash")->plan(p, detect_cpu_platform());
+    EXPECT_TRUE(plan.ok()) << plan.diagnostics().summary();
+    if (!plan.ok()) return stats;
+    std::vector<std::byte> ws((*plan)->workspace_bytes());
+    CallContext at = where;
+    at.stats = &stats;
+    const Diagnostics ran = (*plan)->run_at(at, data.tensors(), ws, nullptr);
+    EXPECT_TRUE(ran.ok()) << ran.summary();
+    return stats;
+  }
+  static ErrorStats compare(const HostProblemData& data, const std::vector<std::byte>& gpu_out) {
+    TensorView view = data.tensors().out;
+    view.data = const_cast<std::byte*>(gpu_out.data());
+    return compare_outputs(view, data.tensors().out);
+  }
+};
+
+struct SkipCase {
+  const char* name;
+  Problem p;
+  double factor;
+};
+
+std::vector<SkipCase> skip_cases() {
+  std::vector<SkipCase> cases;
+  // Video-like inputs (concentrated attention: most tiles fall far below the max).
+  Problem video = video_problem({8, 16, 24}, 0, 1, 2, 2, 128, DType::bf16);
+  cases.push_back({"video d128 bf16", video, 100.0});
+  cases.push_back({"video d128 bf16, factor 20", video, 20.0});
+  Problem f16 = video;
+  f16.dtype = DType::f16;
+  f16.mask = MaskKind::causal;
+  f16.has_sinks = true;
+  f16.heads_kv = 1;  // GQA
+  cases.push_back({"video d128 fp16 causal, sinks, GQA", f16, 100.0});
+  Problem d256 = video_problem({4, 16, 24}, 100, 2, 2, 2, 256, DType::bf16);  // key tiles of 80; text tokens
+  d256.softcap = 20.0f;
+  cases.push_back({"video d256 bf16 softcap, batch 2", d256, 100.0});
+  return cases;
+}
+
+TEST_F(SkipSoftmaxGpu, Fa3FollowsTheCpuRule) {
+  for (const SkipCase& c : skip_cases()) {
+    const Problem& p = c.p;
+    const int tile = fa3_skip_tile(p);
+    ASSERT_GT(tile, 0) << c.name << ": no fa3ss instance";
+    auto data = HostProblemData::create(p, {.seed = 21});
+    ASSERT_TRUE(data.ok());
+    fill_video_like(p, data->tensors(), {.seed = 21});
+    const CallContext where{4, 0, SkipSoftmaxParams{c.factor, 2, tile}, nullptr};
+    const Ran gpu = on_gpu(p, *data, where);
+    const Ran dense = on_gpu(p, *data, {});
+    const SparsityStats cpu = on_cpu(p, *data, where);  // data's out: cpu_flash with skip-softmax
+    ASSERT_FALSE(gpu.out.empty()) << c.name;
+    // The case discriminates: skipping moves the result well past the bound.
+    const ErrorStats moved = compare(*data, dense.out);
+    EXPECT_GT(moved.rel_l2, 1e-2) << c.name << ": skipping changes too little here to test it";
+    const ErrorStats e = compare(*data, gpu.out);
+    std::printf("%s: gpu vs cpu skip rel_l2 %.4f (dense vs skip %.4f), pairs %lld / %lld skipped (cpu %lld)\n", c.name,
+                e.rel_l2, moved.rel_l2, static_cast<long long>(gpu.stats.blocks_skipped),
+                static_cast<long long>(gpu.stats.blocks), static_cast<long long>(cpu.blocks_skipped));
+    EXPECT_TRUE(e.clean()) << c.name << ": " << describe(e);
+    // The same rule on the same bf16 / fp16 inputs: measured 1e-4 to 2e-4 (the
+    // output rounding), against 2.4e-2 to 6.8e-2 between dense and skipped.
+    EXPECT_LT(e.rel_l2, 5e-3) << c.name << ": " << describe(e);
+    // Same (row, tile) pairs decided; skips could differ only where rounding meets the threshold.
+    EXPECT_EQ(gpu.stats.blocks, cpu.blocks) << c.name;
+    EXPECT_NEAR(double(gpu.stats.blocks_skipped), double(cpu.blocks_skipped), 0.005 * cpu.blocks) << c.name;
+    EXPECT_GT(gpu.stats.blocks_skipped, cpu.blocks / 10) << c.name;
+    EXPECT_FALSE(gpu.stats.dense);
+  }
+}
+
+// Packed sequences of 700, 0 and 1500 tokens (iid inputs, a large factor:
+// each sequence's own threshold), and the dense kernel before start_step.
+TEST_F(SkipSoftmaxGpu, VarlenSequencesAndDenseSteps) {
+  Problem p = make_test_problem(1500, 1500, 4, 2, 128, DType::bf16);
+  p.layout = Layout::thd;
+  p.batch = 3;
+  auto data = HostProblemData::create(p, {.seed = 3, .q_lens = {700, 0, 1500}, .k_lens = {700, 0, 1500}});
+  ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+  const int tile = fa3_skip_tile(p);
+  const CallContext where{7, 0, SkipSoftmaxParams{3000.0, 0, tile}, nullptr};
+  const Ran gpu = on_gpu(p, *data, where);
+  const SparsityStats cpu = on_cpu(p, *data, where);
+  const ErrorStats e = compare(*data, gpu.out);
+  EXPECT_LT(e.rel_l2, 5e-3) << describe(e);
+  EXPECT_EQ(gpu.stats.blocks, cpu.blocks);
+  EXPECT_NEAR(double(gpu.stats.blocks_skipped), double(cpu.blocks_skipped), 0.005 * cpu.blocks);
+  EXPECT_GT(gpu.stats.blocks_skipped, 0);
+  // Before start_step, and without a step: exactly the dense kernel.
+  const Ran dense = on_gpu(p, *data, {});
+  for (std::int64_t step : {std::int64_t{-1}, std::int64_t{2}}) {
+    const Ran r = on_gpu(p, *data, {step, 0, SkipSoftmaxParams{3000.0, 3, tile}, nullptr});
+    EXPECT_EQ(r.out, dense.out) << "step " << step;
+    EXPECT_EQ(r.stats.blocks, 0);
+  }
+}
+
+// What fa3 cannot skip is refused with a code, never run dense silently.
+TEST_F(SkipSoftmaxGpu, RefusesWhatItCannotSkip) {
+  const CallContext where{4, 0, SkipSoftmaxParams{10.0, 0, 128}, nullptr};
+  Problem d64 = make_test_problem(512, 512, 2, 2, 64, DType::bf16);
+  auto plan = default_registry().find("fa3")->plan(d64, *gpu_);
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+  auto data = HostProblemData::create(d64, {.seed = 1});
+  ASSERT_TRUE(data.ok());
+  DeviceBinding dev(data->tensors());
+  EXPECT_TRUE((*plan)->run_at(where, dev.t, {}, nullptr).has_code("AK3016"));
+  Problem bs = make_test_problem(512, 512, 2, 2, 128, DType::bf16);
+  bs.block_sparse = BlockSparse{128, 128, 1, 1};
+  auto sparse_plan = default_registry().find("fa3")->plan(bs, *gpu_);
+  ASSERT_TRUE(sparse_plan.ok()) << sparse_plan.diagnostics().summary();
+  EXPECT_TRUE((*sparse_plan)->run_at(where, {}, {}, nullptr).has_code("AK2109"));
 }
 #endif
 

@@ -1,6 +1,7 @@
 // Host glue of the CUDA backends: capabilities, checks, plans, registration.
 // Plain C++ in every build; the launches themselves sit behind ATTNKIT_HAS_CUDA.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ CudaKernelInstance info_fa3bs(DType dtype, const char* arch) {
   CudaKernelInstance i = info_fa3<QK, V>(dtype, arch);
   i.family = "fa3bs";
   return i;
+}
+template <int QK, int V>
+CudaKernelInstance info_fa3ss(DType dtype, const char* arch) {
+  using Tr = typename cuda::sm90::Fa3SkipConfig<std::uint16_t, QK, V>::Traits;
+  return {"fa3ss", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
 }
 template <int QK, int V>
 CudaKernelInstance info_sdpa(DType dtype, const char* arch) {
@@ -131,17 +137,27 @@ Diagnostics check_row_alignment(const AttentionTensors& t, int alignment) {
   return out;
 }
 
+// The skip-softmax instance of a plan's problem (family fa3ss), and where its
+// kernel adds the (row, key tile) pairs it decided on and skipped.
+struct SkipKernel {
+  cuda::LaunchFn launch = nullptr;  // null: no such instance for the problem (AK3016 when asked)
+#if defined(ATTNKIT_HAS_CUDA)
+  cuda::DeviceBuffer counts;  // 2 x u64, allocated when planning on this machine
+#endif
+};
+
 // One CUDA launch: validates the device binding, builds the device params,
 // enqueues on the caller's stream. Allocates nothing, synchronises nothing, so
 // a CUDA graph can capture it.
 class CudaAttentionPlan final : public Plan {
  public:
-  CudaAttentionPlan(Problem p, cuda::LaunchFn launch, int alignment_bytes, std::string what)
-      : Plan(std::move(p)), launch_(launch), alignment_(alignment_bytes), what_(std::move(what)) {}
+  CudaAttentionPlan(Problem p, std::string backend, cuda::LaunchFn launch, int alignment_bytes, std::string what,
+                    SkipKernel skip)
+      : Plan(std::move(p)), backend_(std::move(backend)), launch_(launch), alignment_(alignment_bytes),
+        what_(std::move(what)), skip_(std::move(skip)) {}
 
   Diagnostics run(const AttentionTensors& t, Workspace, StreamHandle stream) const override {
-    Diagnostics why = validate_binding(problem(), t, {DeviceKind::cuda, 0});
-    if (alignment_ > 1) why.append(check_row_alignment(t, alignment_));
+    Diagnostics why = validate(t);
     if (!why.ok()) return why;
 #if defined(ATTNKIT_HAS_CUDA)
     if (launch_ == nullptr) return diagnose("AK6002", {{"reason", what_ + " was not compiled into this binary"}});
@@ -153,10 +169,60 @@ class CudaAttentionPlan final : public Plan {
 #endif
   }
 
+  // Request skip-softmax from its start step on (docs/sparse.md section 3),
+  // on the fa3ss instance, deciding per key tile of that kernel; other steps
+  // and calls without a step run exactly run(). Asking for stats reads the
+  // counts back: the call then waits for the stream.
+  Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws,
+                     StreamHandle stream) const override {
+    const std::optional<SkipSoftmaxParams>& skip = where.skip_softmax;
+    if (!skip || where.step < 0 || where.step < skip->start_step) return run(t, ws, stream);
+    if (problem().block_sparse)
+      return diagnose("AK2109", {{"backend", backend_}, {"feature", "skip-softmax with block-sparse lists"}});
+    if (!(skip->threshold_scale_factor > 0.0))
+      return diagnose("AK3103", {{"key", "skip-softmax threshold_scale_factor"},
+                                 {"value", std::to_string(skip->threshold_scale_factor)}, {"range", "> 0"}});
+    if (skip_.launch == nullptr)
+      return diagnose("AK3016", {{"backend", backend_},
+                                 {"layer", "a " + std::string(dtype_name(problem().dtype)) + " d" +
+                                               std::to_string(problem().head_dim_qk) + " call"}});
+    Diagnostics why = validate(t);
+    if (!why.ok()) return why;
+#if defined(ATTNKIT_HAS_CUDA)
+    cuda::AttnParams params = cuda::make_attn_params(problem(), t);
+    params.skip_log2_factor = static_cast<float>(std::log2(skip->threshold_scale_factor));
+    if (where.stats) {
+      if (skip_.counts.data() == nullptr)
+        return diagnose("AK6002", {{"reason", what_ + " was planned for a named platform, not this machine's GPU"}});
+      params.skip_counts = static_cast<unsigned long long*>(skip_.counts.data());
+      why = cuda::zero_async(skip_.counts.data(), skip_.counts.bytes(), stream);
+      if (!why.ok()) return why;
+    }
+    why = cuda::check_cuda(skip_.launch(params, stream), what_ + " skip-softmax launch");
+    if (!why.ok() || !where.stats) return why;
+    unsigned long long counts[2] = {0, 0};
+    why = cuda::copy_to_host_and_wait(counts, skip_.counts.data(), sizeof counts, stream);
+    if (!why.ok()) return why;
+    where.stats->blocks += static_cast<std::int64_t>(counts[0]);
+    where.stats->blocks_skipped += static_cast<std::int64_t>(counts[1]);
+    return why;
+#else
+    return diagnose("AK6002", {{"reason", "this build has no CUDA (" + what_ + ")"}});
+#endif
+  }
+
  private:
+  Diagnostics validate(const AttentionTensors& t) const {
+    Diagnostics why = validate_binding(problem(), t, {DeviceKind::cuda, 0});
+    if (alignment_ > 1) why.append(check_row_alignment(t, alignment_));
+    return why;
+  }
+
+  std::string backend_;
   cuda::LaunchFn launch_;
   int alignment_;
   std::string what_;
+  SkipKernel skip_;
 };
 
 // Planning on this machine needs a device; planning for a named platform only
@@ -229,11 +295,14 @@ Capabilities fa2_capabilities() {
 
 // sm_90a cubins run on compute capability 9.0 alone (not Blackwell).
 // Block-sparse lists run on the fa3bs instances (instances.def).
+// Request skip-softmax runs on the fa3ss instances (when this binary has them).
 Capabilities fa3_capabilities() {
   Capabilities c = flash_capabilities("fa3");
   c.min_sm = 90;
   c.max_sm = 90;
   c.block_sparse = true;
+  c.skip_softmax = std::any_of(kernel_entries().begin(), kernel_entries().end(),
+                               [](const KernelEntry& e) { return e.info.family == "fa3ss" && e.info.built; });
   return c;
 }
 
@@ -269,11 +338,13 @@ Capabilities cuda_sdpa_capabilities() {
 class CudaBackend final : public Backend {
  public:
   // sparse_family: the instance family that runs block-sparse problems ("" when
-  // the capabilities say none; the family itself when its kernel reads the lists).
-  CudaBackend(std::string name, std::string family, std::string sparse_family, std::string description,
-              Capabilities caps, int alignment)
+  // the capabilities say none; the family itself when its kernel reads the lists);
+  // skip_family: the one that runs request skip-softmax ("": none).
+  CudaBackend(std::string name, std::string family, std::string sparse_family, std::string skip_family,
+              std::string description, Capabilities caps, int alignment)
       : name_(std::move(name)), family_(std::move(family)), sparse_family_(std::move(sparse_family)),
-        description_(std::move(description)), caps_(std::move(caps)), alignment_(alignment) {}
+        skip_family_(std::move(skip_family)), description_(std::move(description)), caps_(std::move(caps)),
+        alignment_(alignment) {}
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   const Capabilities& capabilities() const override { return caps_; }
@@ -309,8 +380,11 @@ class CudaBackend final : public Backend {
               (p.head_dim_v != p.head_dim_qk ? "/" + std::to_string(p.head_dim_v) : "") + ", " +
               std::to_string(entry->info.block_m) + "x" + std::to_string(entry->info.block_n) + " tiles";
     if (p.block_sparse) what += ", block-sparse";
+    auto skip = skip_kernel(p, platform);
+    if (!skip) return skip.diagnostics();
     return std::unique_ptr<Plan>(std::make_unique<CudaAttentionPlan>(
-        p, entry->launch, alignment_ > 0 ? alignment_ : static_cast<int>(dtype_size(p.dtype)), what + ")"));
+        p, name_, entry->launch, alignment_ > 0 ? alignment_ : static_cast<int>(dtype_size(p.dtype)), what + ")",
+        std::move(*skip)));
   }
 
  private:
@@ -350,7 +424,30 @@ class CudaBackend final : public Backend {
 
   const std::string& family_for(const Problem& p) const { return p.block_sparse ? sparse_family_ : family_; }
 
-  std::string name_, family_, sparse_family_, description_;
+  // The skip-softmax instance of `p`, configured and with its counts buffer
+  // when planning on this machine; none for block-sparse problems or dims
+  // without one (run_at then refuses skip-softmax with a code).
+  Result<SkipKernel> skip_kernel(const Problem& p, const Platform& platform) const {
+    SkipKernel skip;
+    const KernelEntry* entry = skip_family_.empty() || p.block_sparse ? nullptr : find_kernel(skip_family_, p);
+    if (entry == nullptr || entry->launch == nullptr) return skip;
+    skip.launch = entry->launch;
+#if defined(ATTNKIT_HAS_CUDA)
+    if (!platform.detected) return skip;  // validation only: the plan does not run
+    if (Diagnostics cfg = cuda::check_cuda(entry->configure(), "cudaFuncSetAttribute(" + name_ + " skip-softmax)");
+        !cfg.ok())
+      return cfg;
+    const unsigned long long zeros[2] = {0, 0};
+    auto counts = cuda::DeviceBuffer::upload(zeros, sizeof zeros);
+    if (!counts) return counts.diagnostics();
+    skip.counts = std::move(*counts);
+#else
+    (void)platform;
+#endif
+    return skip;
+  }
+
+  std::string name_, family_, sparse_family_, skip_family_, description_;
   Capabilities caps_;
   int alignment_;  // bytes of q/k/v/out rows and strides; 0: the element size
 };
@@ -367,7 +464,7 @@ std::vector<CudaKernelInstance> cuda_kernel_instances() {
 // cp.async vectors, fa3's TMA tensor maps require it.
 std::unique_ptr<Backend> make_fa2_backend() {
   return std::make_unique<CudaBackend>(
-      "fa2", "fa2", "fa2bs",
+      "fa2", "fa2", "fa2bs", "",
       "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async K/V pipeline into "
       "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims " + head_dim_pairs("fa2") +
           "; block-sparse KV lists at head dims " + head_dim_pairs("fa2bs"),
@@ -375,17 +472,17 @@ std::unique_ptr<Backend> make_fa2_backend() {
 }
 std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
-      "fa3", "fa3", "fa3bs",
+      "fa3", "fa3", "fa3bs", "fa3ss",
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
       "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v); block-sparse KV lists at head dims " +
-          head_dim_pairs("fa3bs"),
+          head_dim_pairs("fa3bs") + "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
       fa3_capabilities(), 16);
 }
 // Element-wise loads: only the element alignment is needed.
 std::unique_ptr<Backend> make_cuda_sdpa_backend() {
   return std::make_unique<CudaBackend>(
-      "cuda_sdpa", "sdpa", "sdpa",
+      "cuda_sdpa", "sdpa", "sdpa", "",
       "generic CUDA attention (fp32 arithmetic, no tensor cores): any head dim up to 256, every mask, paged "
       "KV, varlen, sm_70 and later; the CUDA path of last resort",
       cuda_sdpa_capabilities(), 0);

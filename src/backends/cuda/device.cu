@@ -73,4 +73,16 @@ Result<DeviceBuffer> DeviceBuffer::upload(const void* host, std::size_t bytes) {
   return std::move(b);
 }
 
+Diagnostics zero_async(void* device, std::size_t bytes, void* stream) {
+  return check_cuda(cudaMemsetAsync(device, 0, bytes, static_cast<cudaStream_t>(stream)), "cudaMemsetAsync");
+}
+
+Diagnostics copy_to_host_and_wait(void* host, const void* device, std::size_t bytes, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (Diagnostics why = check_cuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+      !why.ok())
+    return why;
+  return check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
 }  // namespace attnkit::cuda

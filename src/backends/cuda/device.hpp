@@ -50,4 +50,10 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Enqueues zeroing `bytes` of device memory on `stream` (capturable).
+Diagnostics zero_async(void* device, std::size_t bytes, void* stream);
+// Copies `bytes` of device memory to `host` on `stream`, then waits for the
+// stream (not capturable: for results the host reads back, such as counts).
+Diagnostics copy_to_host_and_wait(void* host, const void* device, std::size_t bytes, void* stream);
+
 }  // namespace attnkit::cuda

@@ -50,6 +50,11 @@ struct AttnParams {
   int block_batch = 1, block_heads = 1;     // distinct lists per sequence / per query head: 1 or batch / heads_q
   int num_q_blocks = 0, num_k_blocks = 0;   // ceil(seqlen_q / block_q), ceil(seqlen_k / block_k)
   int block_k_tiles = 1;                    // fa3bs: block_k / its key tile (set by the launcher, which checks it divides)
+  // Request skip-softmax (fa3ss instances): threshold = threshold_scale_factor /
+  // (keys of the sequence), so log2(threshold) = skip_log2_factor - log2(keys);
+  // skip_counts (optional) gets [decided, skipped] (row, key tile) pairs added.
+  float skip_log2_factor = 0.0f;
+  unsigned long long* skip_counts = nullptr;
   // Scores in log2 units: s2 = log2(e) * softcap(scale * q.k).
   //   no softcap: s2 = (q.k) * scale_log2
   //   softcap c : s2 = softcap_log2 * tanh((q.k) * softcap_prescale), softcap_log2 = c*log2(e)

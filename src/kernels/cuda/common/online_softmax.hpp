@@ -94,6 +94,53 @@ struct TileSoftmax {
   }
 };
 
+// Request skip-softmax (docs/sparse.md section 3) on top of the exact update.
+// Per row: `key_max` is the running max over keys alone (log2 units; the sink
+// is not a key), `valid` says the row lies inside the sequence. Row r skips the
+// tile when it has seen a key and the tile's max is below key_max + log2_threshold;
+// a skipped row, a row with no visible key in the tile and a row past the
+// sequence add nothing (P = 0, alpha = 1, m and l unchanged).
+struct SkipRows {
+  float log2_threshold;
+  float key_max[2];
+  bool valid[2];
+  unsigned decided = 0, skipped = 0;  // (valid row, tile with a visible key) pairs; counted by one thread per row
+};
+
+template <int kTiles>
+struct TileSoftmaxSkip {
+  using Frag = float[1][kTiles][4];
+  using Base = TileSoftmax<1, kTiles>;
+
+  // Returns whether this thread's rows keep the tile (some P is non-zero).
+  // Branch-free, in the dense step's order (both rows' maxima, then the
+  // exponentials): a skipped row subtracts +inf, so its P = 2^(-inf) = 0.
+  static __device__ __forceinline__ bool step(Frag& s, RowState (&st)[1], SkipRows& rows, float c,
+                                              float (&alpha)[1][2], bool counting) {
+    float tile_max[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) tile_max[r] = Base::row_max(s, 0, r, c);
+    bool kept = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool seen = rows.valid[r] && tile_max[r] != -INFINITY;
+      const bool skip =
+          !seen || (rows.key_max[r] != -INFINITY && tile_max[r] < rows.key_max[r] + rows.log2_threshold);
+      if (counting && seen) {
+        ++rows.decided;
+        rows.skipped += skip ? 1u : 0u;
+      }
+      kept |= !skip;
+      rows.key_max[r] = skip ? rows.key_max[r] : fmaxf(rows.key_max[r], tile_max[r]);
+      const float mx = skip ? st[0].m[r] : fmaxf(st[0].m[r], tile_max[r]);  // kept: finite
+      alpha[0][r] = skip ? 1.0f : fast_exp2(st[0].m[r] - mx);
+      st[0].m[r] = mx;
+      st[0].l[r] = st[0].l[r] * alpha[0][r] + Base::exponentiate_row(s, 0, r, c, skip ? INFINITY : mx);
+    }
+    return kept;
+  }
+};
+
 // O *= alpha, row by row.
 template <int kM, int kOTiles>
 __device__ __forceinline__ void rescale_rows(float (&o)[kM][kOTiles][4], const float (&alpha)[kM][2]) {

@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
     const bool packed = p.layout == Layout::thd;
     Consumer::first_turn(wg);
     PipelineState ps;
+    SkipRows skip{};  // skip-softmax: the rows' state per tile, the counts over the CTA's tiles
     Fa3Tile<kBlockSparse> t;
     for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x) {
       if (!fa3_tile<Traits>(params, linear, t)) continue;
@@ -96,7 +97,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
 #pragma unroll
       for (int j = 0; j < Traits::kOTiles; ++j) o[0][j][0] = o[0][j][1] = o[0][j][2] = o[0][j][3] = 0.0f;
 
-      Consumer::run(p, sm, o, st, t.keys, wg_keys, wg, strip_row0, t.span, ps);
+      if constexpr (Traits::kSkipSoftmax) {
+        // threshold = factor / (keys of the sequence), in log2 units.
+        skip.log2_threshold = p.skip_log2_factor - log2f(static_cast<float>(max(1, t.span.k_len)));
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          skip.key_max[r] = -INFINITY;
+          skip.valid[r] = strip_row0 + ((threadIdx.x & 31) >> 2) + 8 * r < t.span.q_len;
+        }
+      }
+
+      Consumer::run(p, sm, o, st, skip, t.keys, wg_keys, wg, strip_row0, t.span, ps);
 
       const HeadRows o_rows = head_rows(p.layout, p.out_strides, t.tile.batch, t.tile.head, t.span.q_offset);
       const std::int64_t lse_offset = packed ? t.tile.head * p.lse_strides[0] + t.span.q_offset * p.lse_strides[1]
@@ -106,6 +117,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
                                  static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset,
                                  lse_row_stride);
     }
+    if constexpr (Traits::kSkipSoftmax)
+      if (p.skip_counts != nullptr) {  // one atomic pair per warp
+        unsigned long long decided = skip.decided, skipped = skip.skipped;
+#pragma unroll
+        for (int lane = 16; lane > 0; lane >>= 1) {
+          decided += __shfl_xor_sync(0xffffffffu, decided, lane);
+          skipped += __shfl_xor_sync(0xffffffffu, skipped, lane);
+        }
+        if ((threadIdx.x & 31) == 0) {
+          atomicAdd(p.skip_counts, decided);
+          atomicAdd(p.skip_counts + 1, skipped);
+        }
+      }
   }
 #else
   (void)params;

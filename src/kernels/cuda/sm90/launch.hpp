@@ -144,28 +144,23 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
 
 }  // namespace attnkit::cuda::sm90
 
-// Defines fa3_launch_<TAG>_<QK>_<V> and fa3_configure_<TAG>_<QK>_<V> (declared
-// in src/backends/cuda/launchers.hpp) for one instances.def entry.
-#define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V)                                                                     \
+// Defines <FAMILY>_launch_<TAG>_<QK>_<V> and <FAMILY>_configure_<TAG>_<QK>_<V>
+// (declared in src/backends/cuda/launchers.hpp) for one instances.def entry of
+// an fa3 family: the tile shape from CONFIG, block-sparse lists when SPARSE.
+#define AK_FA3_LAUNCHER(FAMILY, CONFIG, SPARSE, TAG, QK, V)                                                   \
   namespace attnkit::cuda {                                                                                    \
-  using Fa3Traits_##TAG##_##QK##_##V = sm90::Fa3Config<CudaElement<DType::TAG>::type, QK, V>::Traits;           \
-  int fa3_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                       \
-    return static_cast<int>(sm90::fa3_launch<Fa3Traits_##TAG##_##QK##_##V>(p, static_cast<cudaStream_t>(stream))); \
+  using FAMILY##Traits_##TAG##_##QK##_##V = sm90::CONFIG<CudaElement<DType::TAG>::type, QK, V>::Traits;         \
+  int FAMILY##_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                  \
+    return static_cast<int>(                                                                                   \
+        sm90::fa3_launch<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE>(p, static_cast<cudaStream_t>(stream)));    \
   }                                                                                                            \
-  int fa3_configure_##TAG##_##QK##_##V() {                                                                     \
-    return static_cast<int>(sm90::fa3_configure<Fa3Traits_##TAG##_##QK##_##V>());                              \
+  int FAMILY##_configure_##TAG##_##QK##_##V() {                                                                \
+    return static_cast<int>(sm90::fa3_configure<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE>());                 \
   }                                                                                                            \
   }
 
-// fa3bs: the same instance with block-sparse KV lists (instances.def family fa3bs).
-#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V)                                                                   \
-  namespace attnkit::cuda {                                                                                    \
-  using Fa3bsTraits_##TAG##_##QK##_##V = sm90::Fa3Config<CudaElement<DType::TAG>::type, QK, V>::Traits;         \
-  int fa3bs_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                     \
-    return static_cast<int>(                                                                                   \
-        sm90::fa3_launch<Fa3bsTraits_##TAG##_##QK##_##V, true>(p, static_cast<cudaStream_t>(stream)));         \
-  }                                                                                                            \
-  int fa3bs_configure_##TAG##_##QK##_##V() {                                                                   \
-    return static_cast<int>(sm90::fa3_configure<Fa3bsTraits_##TAG##_##QK##_##V, true>());                      \
-  }                                                                                                            \
-  }
+#define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, TAG, QK, V)
+// fa3bs: the same instance over block-sparse KV lists.
+#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, TAG, QK, V)
+// fa3ss: request skip-softmax (AttnParams::skip_log2_factor / skip_counts).
+#define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, TAG, QK, V)

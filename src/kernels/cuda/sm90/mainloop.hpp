@@ -218,19 +218,58 @@ struct Fa3Consumer {
     }
   }
 
+  // Skip-softmax's softmax() (common/online_softmax.hpp, TileSoftmaxSkip):
+  // `kept` is whether this thread's rows keep tile n; returns whether some row
+  // of the warp does (O then needs rescaling).
+  static __device__ __forceinline__ bool softmax_skip(SFrag& s, RowState (&st)[1], float (&alpha)[1][2],
+                                                      SkipRows& rows, const AttnParams& p, const KeyTiles& tiles,
+                                                      int n, int strip_row0, const DeviceSpan& span, bool& kept) {
+    const bool capped = p.softcap_log2 > 0.0f;
+    if (capped) apply_softcap(s, p);
+    const int key0 = n * Traits::kBlockN;
+    if (!tiles.interior(key0, Traits::kBlockN))
+      apply_mask(s, key0, strip_row0, span.q_len, span.k_len, p.window_left, p.window_right);
+    kept = TileSoftmaxSkip<Traits::kSTiles>::step(s, st, rows, capped ? 1.0f : p.scale_log2, alpha,
+                                                  (threadIdx.x & 3) == 0);
+    return __any_sync(0xffffffffu, kept);
+  }
+
+  // The softmax of tile n (scores in s -> P). `keep`: whether this warpgroup
+  // runs the tile's P V, which skip-softmax decides by a vote of its 128
+  // threads (a named barrier that reduces a predicate); always true otherwise.
+  static __device__ __forceinline__ bool softmax_tile(SFrag& s, RowState (&st)[1], float (&alpha)[1][2],
+                                                      SkipRows& rows, const AttnParams& p, const KeyTiles& tiles,
+                                                      int n, int wg, int strip_row0, const DeviceSpan& span,
+                                                      bool& keep) {
+    if constexpr (Traits::kSkipSoftmax) {
+      bool mine = false;
+      const bool rescale = softmax_skip(s, st, alpha, rows, p, tiles, n, strip_row0, span, mine);
+      keep = named_barrier_any(Traits::kVoteBarrier0 + wg, 128, mine);
+      return rescale;
+    } else {
+      (void)rows;
+      keep = true;
+      return softmax(s, st, alpha, p, tiles, n, strip_row0, span);
+    }
+  }
+
   // The key loop of one output tile for one warpgroup. `tiles` is what the
   // CTA visits (as in load_tile); `wg_tiles` this warpgroup's rows' dense
-  // range (for the interior test).
+  // range (for the interior test); `rows` skip-softmax's row state (unused
+  // otherwise). A tile the warpgroup does not keep skips its P V; its V is
+  // still loaded and released.
   template <class Tiles>
   static __device__ __forceinline__ void run(const AttnParams& p, const Fa3Smem<Traits>& sm, OFrag& o,
-                                             RowState (&st)[1], const Tiles& tiles, const KeyTiles& wg_tiles,
-                                             int wg, int strip_row0, const DeviceSpan& span, PipelineState& ps) {
+                                             RowState (&st)[1], SkipRows& rows, const Tiles& tiles,
+                                             const KeyTiles& wg_tiles, int wg, int strip_row0,
+                                             const DeviceSpan& span, PipelineState& ps) {
     const int count = tiles.count();
     if (count <= 0) return;  // every consumer warpgroup of the CTA returns here: no turn is taken
     const int wg_row0 = 64 * wg;
     SFrag s;
     PFrag pf;
     float alpha[1][2];
+    bool keep_pv = true;  // whether the previous tile's P V runs
     mbar_wait(sm.q_full(), ps.q_parity());
 
     // The key tile in a stage: a dense range's is known; a listed one is read
@@ -254,10 +293,16 @@ struct Fa3Consumer {
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
       if (count == 1) release(sm.q_empty());  // the tile's last Q K^T is done
-      softmax(s, st, alpha, p, wg_tiles, n, strip_row0, span);
+      softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
       to_a_fragments(pf, s);  // O is zero: alpha needs no rescale
     }
-    for (int it = 1; it < count; ++it) {
+    // One key tile: S(n) issued, then P V(n-1) when the warpgroup kept tile
+    // n-1. The two versions are whole straight-line paths that meet again
+    // only once no wgmma is in flight: a wgmma under a branch that rejoins
+    // while it runs makes ptxas fence the accumulators (C7519): fa3ss d128
+    // took 28.6 ms that way against 25.5 split (dense 22; docs/perf/gpu-sparse.md).
+    auto key_tile = [&](int it, auto with_pv) {
+      constexpr bool kPv = decltype(with_pv)::value;
       const RingSlot slot = ring_slot<Traits::kStages>(ps.kv + it), prev = ring_slot<Traits::kStages>(ps.kv + it - 1);
       mbar_wait(sm.k_full(slot.stage), slot.parity);
       const int n = tile_in(slot.stage, it);
@@ -268,31 +313,42 @@ struct Fa3Consumer {
       wgmma_fence();
       issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
       wgmma_commit();
-      issue_pv(o, pf, sm.v(prev.stage));
-      wgmma_commit();
+      if constexpr (kPv) issue_pv(o, pf, sm.v(prev.stage));
+      wgmma_commit();  // possibly empty: the wait counts below stay the same
       pass_turn(wg);
       wgmma_wait<1>();  // S(n) done; P V(n-1) may still run
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
       if (it == count - 1) release(sm.q_empty());
-      const bool rescale = softmax(s, st, alpha, p, wg_tiles, n, strip_row0, span);
+      const bool rescale = softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
       wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
       fence_registers(o[0]);
       release(sm.v_empty(prev.stage));
       if (rescale) rescale_rows(o, alpha);
       to_a_fragments(pf, s);
+    };
+    for (int it = 1; it < count; ++it) {
+      if constexpr (Traits::kSkipSoftmax) {
+        if (keep_pv) key_tile(it, std::true_type{}); else key_tile(it, std::false_type{});
+      } else {
+        key_tile(it, std::true_type{});
+      }
     }
-    // The last tile's P V.
+    // The last tile's P V (skipped, with its turn still taken, when not kept).
     const RingSlot last = ring_slot<Traits::kStages>(ps.kv + count - 1);
     mbar_wait(sm.v_full(last.stage), last.parity);
     fence_registers(pf);
     fence_registers(o[0]);
     take_turn(wg);
-    wgmma_fence();
-    issue_pv(o, pf, sm.v(last.stage));
-    wgmma_commit();
-    pass_turn(wg);
-    wgmma_wait<0>();
+    if (!Traits::kSkipSoftmax || keep_pv) {
+      wgmma_fence();
+      issue_pv(o, pf, sm.v(last.stage));
+      wgmma_commit();
+      pass_turn(wg);
+      wgmma_wait<0>();
+    } else {
+      pass_turn(wg);
+    }
     fence_registers(o[0]);
     release(sm.v_empty(last.stage));
     ps.kv += count;

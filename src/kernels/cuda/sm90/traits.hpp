@@ -17,7 +17,8 @@
 namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
-          int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0>
+          int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0,
+          bool SkipSoftmax = false>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
@@ -38,9 +39,15 @@ struct Fa3Traits {
   // running max moves only past this many log2 units, and O is rescaled only
   // on the tiles where some row of a warp moved. 0: exact max every tile.
   static constexpr int kRescaleThreshold = RescaleThreshold;
+  // Request skip-softmax (docs/sparse.md section 3): a row adds nothing for a
+  // key tile whose largest logit is below its running maximum over keys by
+  // more than -log2(threshold), and a warpgroup none of whose rows keeps a
+  // tile skips that tile's P V. The rule needs the exact running max.
+  static constexpr bool kSkipSoftmax = SkipSoftmax;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
-  // epilogue's and its scheduling turn's.
+  // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
   static constexpr int kTurnBarrier0 = 1;
+  static constexpr int kVoteBarrier0 = kTurnBarrier0 + kConsumers;
 
   static constexpr Swizzle kSwizzle = (HeadDimQK % 64 == 0 && HeadDimV % 64 == 0) ? Swizzle::b128 : Swizzle::b64;
   static constexpr int kSwizzleBytes = swizzle_bytes(kSwizzle);
@@ -72,7 +79,8 @@ struct Fa3Traits {
   static_assert(Stages >= 1 && Stages <= 4, "1..4 K/V buffers");
   static_assert(RescaleThreshold >= 0 && RescaleThreshold <= 10,
                 "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
-  static_assert(kTurnBarrier0 + kConsumers <= 16, "16 named barriers per CTA");
+  static_assert(kVoteBarrier0 + kConsumers <= 16, "16 named barriers per CTA");
+  static_assert(!SkipSoftmax || RescaleThreshold == 0, "skip-softmax compares tiles with the exact running max");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
                 "setmaxnreg takes multiples of 8 in 24..256");
@@ -104,5 +112,22 @@ struct Fa3Config<T, 256, 256> {
 };
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
+
+// The skip-softmax instances (instances.def family fa3ss): the dense tile shape
+// of the head dims with the exact running max (d256 loses its lazy rescaling).
+template <class Tr>
+using Fa3SkipTraits = Fa3Traits<typename Tr::T, Tr::kHeadDimQK, Tr::kHeadDimV, Tr::kBlockM, Tr::kBlockN, Tr::kStages,
+                                Tr::kProducerRegs, Tr::kConsumerRegs, Tr::kPingPong, Tr::kPersistent,
+                                /*RescaleThreshold=*/0, /*SkipSoftmax=*/true>;
+template <class T, int HeadDimQK, int HeadDimV>
+struct Fa3SkipConfig {
+  using Traits = Fa3SkipTraits<typename Fa3Config<T, HeadDimQK, HeadDimV>::Traits>;
+};
+// d256: the skip state and the two loop versions spill at 80-key tiles (224
+// bytes of stores) and at 64 (84 bytes); 48-key tiles leave them the registers.
+template <class T>
+struct Fa3SkipConfig<T, 256, 256> {
+  using Traits = Fa3Traits<T, 256, 256, 128, 48, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, 0, true>;
+};
 
 }  // namespace attnkit::cuda::sm90
