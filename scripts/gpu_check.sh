@@ -117,6 +117,8 @@ if ! skip sanitizer; then
 'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16:Gpu/CudaKernels.MatchesReference/fa3_varlen_long_causal_bf16:'\
 'CudaBackends.BadDeviceBlockListsStayInBounds'
   SMALL_GPU="$SMALL_GPU:${SMALL_GPU//fa2_/fa3_}"
+  SMALL_GPU="$SMALL_GPU:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_prefill_causal_gqa_lse_bf16:"\
+'GpuPaged/CudaKernels.MatchesReference/fa3_paged256_window_mqa_bf16:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_d256_causal_bf16'
   for tool in memcheck racecheck synccheck; do
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
       > "$LOGS/sanitizer_${tool}.log" 2>&1

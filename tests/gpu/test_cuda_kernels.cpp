@@ -1,11 +1,13 @@
 // GPU checks of the CUDA backends beyond the shared parity list: the cases the
 // list runs only in fp32 (windows, empty rows, BHSD) in fp16/bf16 so fa2 takes
 // them, several tiles and query blocks per head, long varlen sequences, and a
-// CUDA-graph capture of Plan::run. Skips with a message when no GPU is present.
+// CUDA-graph capture of Plan::run, paged KV caches on fa3. Skips with a message
+// when no GPU is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "attnkit/backends/cuda.hpp"
@@ -136,6 +138,62 @@ TEST_P(CudaKernels, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaKernels, ::testing::ValuesIn(gpu_params()),
                          [](const auto& info) { return info.param.backend + "_" + info.param.c.name; });
+
+// Paged KV caches (shuffled block tables): fa3 copies whole pages into a key
+// tile (16, 64 at d128's 128-key tiles; 16 at d256's 80) or whole tiles out of
+// a page (256); prefill over a cached prefix (sq < sk, causal bottom-right),
+// GQA, an empty cache, sinks + LSE, a window, decode. cuda_sdpa on the same.
+std::vector<GpuParam> paged_params() {
+  std::vector<ParityCase> c;
+  auto add = [&](std::string name, Problem p, int page_size, std::vector<int> k_lens) {
+    p.paged_kv = PagedKv{page_size};
+    p.batch = static_cast<int>(k_lens.size());
+    ProblemDataOptions o;
+    o.seed = 7000 + c.size() * 17;
+    o.k_lens = std::move(k_lens);
+    c.push_back({std::move(name), p, o});
+  };
+  Problem prefill = make(200, 900, 8, 2, 128, DType::bf16, MaskKind::causal);
+  prefill.return_lse = true;
+  add("paged16_prefill_causal_gqa_lse_bf16", prefill, 16, {900, 333, 0});
+  Problem sinks = make(130, 700, 4, 4, 128, DType::f16);
+  sinks.has_sinks = true;
+  add("paged64_sinks_f16", sinks, 64, {700, 129});
+  Problem window = make(64, 1000, 4, 1, 128, DType::bf16, MaskKind::sliding_window);
+  window.window = {100, 0};
+  add("paged256_window_mqa_bf16", window, 256, {1000, 513});
+  add("paged16_d256_causal_bf16", make(100, 500, 2, 2, 256, DType::bf16, MaskKind::causal), 16, {500, 77});
+  add("paged32_d64_bf16", make(333, 777, 6, 3, 64, DType::bf16), 32, {777, 40, 391});
+  add("paged16_decode_bf16", make(1, 5000, 8, 1, 128, DType::bf16), 16, {5000, 1, 2048});
+  std::vector<GpuParam> out;
+  for (const char* b : {"fa3", "cuda_sdpa"})
+    for (const ParityCase& k : c) out.push_back({b, k});
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(GpuPaged, CudaKernels, ::testing::ValuesIn(paged_params()),
+                         [](const auto& info) { return info.param.backend + "_" + info.param.c.name; });
+
+// fa3 reads pages whole per key tile or tiles whole per page: other page sizes
+// are a coded reason in check() and plan() alike (no device needed).
+TEST(CudaBackends, Fa3PageSizesFollowItsKeyTiles) {
+  const Backend* fa3 = default_registry().find("fa3");
+  Platform sm90;
+  sm90.kind = PlatformKind::cuda;
+  sm90.sm = 90;
+  for (auto [dim, page, fits] : {std::tuple{128, 16, true}, {128, 64, true}, {128, 256, true}, {128, 48, false},
+                                 {128, 12, false}, {256, 16, true}, {256, 32, false}, {256, 160, true},
+                                 {64, 32, true}}) {
+    Problem p = make(16, 512, 2, 2, dim, DType::bf16);
+    p.paged_kv = PagedKv{page};
+    const Diagnostics why = fa3->check(p, sm90);
+    EXPECT_EQ(why.has_code("AK2118"), !fits) << "d" << dim << " page " << page << ": " << why.summary();
+    if (fits) EXPECT_TRUE(why.empty()) << "d" << dim << " page " << page << ": " << why.summary();
+  }
+  // Head dims without a paged instance name the ones there are.
+  Problem d192 = make(16, 512, 2, 2, 192, DType::bf16);
+  d192.paged_kv = PagedKv{16};
+  EXPECT_TRUE(fa3->check(d192, sm90).has_code("AK2105")) << fa3->check(d192, sm90).summary();
+}
 
 // The flash backends' capability lists come from the instance table: every
 // table entry is a declared head dim, a pair the table lacks is a coded reason

@@ -51,6 +51,12 @@ CudaKernelInstance info_fa3bs(DType dtype, const char* arch) {
   return i;
 }
 template <int QK, int V>
+CudaKernelInstance info_fa3pg(DType dtype, const char* arch) {
+  CudaKernelInstance i = info_fa3<QK, V>(dtype, arch);
+  i.family = "fa3pg";
+  return i;
+}
+template <int QK, int V>
 CudaKernelInstance info_fa3ss(DType dtype, const char* arch) {
   using Tr = typename cuda::sm90::Fa3SkipConfig<std::uint16_t, QK, V>::Traits;
   return {"fa3ss", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
@@ -301,6 +307,7 @@ Capabilities fa3_capabilities() {
   c.min_sm = 90;
   c.max_sm = 90;
   c.block_sparse = true;
+  c.paged_kv = true;  // page sizes that fit its key tiles (AK2118)
   c.skip_softmax = std::any_of(kernel_entries().begin(), kernel_entries().end(),
                                [](const KernelEntry& e) { return e.info.family == "fa3ss" && e.info.built; });
   return c;
@@ -337,14 +344,16 @@ Capabilities cuda_sdpa_capabilities() {
 // share instance_reasons(): a check that passes never meets a plan that fails.
 class CudaBackend final : public Backend {
  public:
-  // sparse_family: the instance family that runs block-sparse problems ("" when
-  // the capabilities say none; the family itself when its kernel reads the lists);
-  // skip_family: the one that runs request skip-softmax ("": none).
-  CudaBackend(std::string name, std::string family, std::string sparse_family, std::string skip_family,
-              std::string description, Capabilities caps, int alignment)
-      : name_(std::move(name)), family_(std::move(family)), sparse_family_(std::move(sparse_family)),
-        skip_family_(std::move(skip_family)), description_(std::move(description)), caps_(std::move(caps)),
-        alignment_(alignment) {}
+  // The instance families that run the problems the family itself does not:
+  // block-sparse lists and paged caches ("" when the capabilities say none;
+  // the family itself when its kernel reads them); skip: request skip-softmax.
+  struct Families {
+    std::string sparse, paged, skip;
+  };
+  CudaBackend(std::string name, std::string family, Families families, std::string description, Capabilities caps,
+              int alignment)
+      : name_(std::move(name)), family_(std::move(family)), families_(std::move(families)),
+        description_(std::move(description)), caps_(std::move(caps)), alignment_(alignment) {}
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   const Capabilities& capabilities() const override { return caps_; }
@@ -392,9 +401,15 @@ class CudaBackend final : public Backend {
   // dtype when the head dims exist in another, else AK2105 naming the pairs),
   // or an instance this binary lacks on this machine (AK2111).
   void instance_reasons(Diagnostics& out, const Problem& p, const Platform& platform) const {
+    if (p.block_sparse && p.paged_kv && families_.sparse != families_.paged) {
+      out.add("AK2109", {{"backend", name_}, {"feature", "block-sparse lists over a paged KV cache"}});
+      return;
+    }
     const std::string& family = family_for(p);
     const KernelEntry* entry = find_kernel(family, p);
-    const std::string sparse_note = p.block_sparse && family != family_ ? " with block-sparse lists" : "";
+    const std::string sparse_note = family == family_ ? ""
+                                    : p.block_sparse    ? " with block-sparse lists"
+                                                        : " with a paged KV cache";
     if (entry == nullptr) {
       std::vector<DType> types;
       for (const KernelEntry& e : kernel_entries())
@@ -416,20 +431,27 @@ class CudaBackend final : public Backend {
                          {"tile_k", std::to_string(entry->info.block_n)},
                          {"block_q", std::to_string(p.block_sparse->block_q)},
                          {"block_k", std::to_string(p.block_sparse->block_k)}});
+    // A paged cache in whole pages per key tile or whole tiles per page (sm90/traits.hpp).
+    if (p.paged_kv && family == "fa3pg" && !cuda::sm90::paged_tiles_fit(p.paged_kv->page_size, entry->info.block_n))
+      out.add("AK2118", {{"backend", name_}, {"tile", std::to_string(entry->info.block_n)},
+                         {"page_size", std::to_string(p.paged_kv->page_size)}});
     if (!entry->info.built && platform.detected && !out.has_code("AK2111"))
       out.add("AK2111", {{"backend", name_},
                          {"detail", ": the " + entry->info.arch + " instance " + dtype_list({p.dtype}) + " d" +
                                         std::to_string(p.head_dim_qk) + " was not compiled (ATTNKIT_ENABLE_SM90A)"}});
   }
 
-  const std::string& family_for(const Problem& p) const { return p.block_sparse ? sparse_family_ : family_; }
+  const std::string& family_for(const Problem& p) const {
+    return p.block_sparse ? families_.sparse : p.paged_kv ? families_.paged : family_;
+  }
 
   // The skip-softmax instance of `p`, configured and with its counts buffer
   // when planning on this machine; none for block-sparse problems or dims
   // without one (run_at then refuses skip-softmax with a code).
   Result<SkipKernel> skip_kernel(const Problem& p, const Platform& platform) const {
     SkipKernel skip;
-    const KernelEntry* entry = skip_family_.empty() || p.block_sparse ? nullptr : find_kernel(skip_family_, p);
+    const bool plain = !p.block_sparse && !p.paged_kv;  // the skip instances read neither lists nor pages
+    const KernelEntry* entry = families_.skip.empty() || !plain ? nullptr : find_kernel(families_.skip, p);
     if (entry == nullptr || entry->launch == nullptr) return skip;
     skip.launch = entry->launch;
 #if defined(ATTNKIT_HAS_CUDA)
@@ -447,7 +469,9 @@ class CudaBackend final : public Backend {
     return skip;
   }
 
-  std::string name_, family_, sparse_family_, skip_family_, description_;
+  std::string name_, family_;
+  Families families_;
+  std::string description_;
   Capabilities caps_;
   int alignment_;  // bytes of q/k/v/out rows and strides; 0: the element size
 };
@@ -464,7 +488,7 @@ std::vector<CudaKernelInstance> cuda_kernel_instances() {
 // cp.async vectors, fa3's TMA tensor maps require it.
 std::unique_ptr<Backend> make_fa2_backend() {
   return std::make_unique<CudaBackend>(
-      "fa2", "fa2", "fa2bs", "",
+      "fa2", "fa2", CudaBackend::Families{.sparse = "fa2bs"},
       "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async K/V pipeline into "
       "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims " + head_dim_pairs("fa2") +
           "; block-sparse KV lists at head dims " + head_dim_pairs("fa2bs"),
@@ -472,17 +496,18 @@ std::unique_ptr<Backend> make_fa2_backend() {
 }
 std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
-      "fa3", "fa3", "fa3bs", "fa3ss",
+      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bs", .paged = "fa3pg", .skip = "fa3ss"},
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
       "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v); block-sparse KV lists at head dims " +
-          head_dim_pairs("fa3bs") + "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
+          head_dim_pairs("fa3bs") + "; paged KV caches at head dims " + head_dim_pairs("fa3pg") +
+          "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
       fa3_capabilities(), 16);
 }
 // Element-wise loads: only the element alignment is needed.
 std::unique_ptr<Backend> make_cuda_sdpa_backend() {
   return std::make_unique<CudaBackend>(
-      "cuda_sdpa", "sdpa", "sdpa", "",
+      "cuda_sdpa", "sdpa", CudaBackend::Families{.sparse = "sdpa", .paged = "sdpa"},
       "generic CUDA attention (fp32 arithmetic, no tensor cores): any head dim up to 256, every mask, paged "
       "KV, varlen, sm_70 and later; the CUDA path of last resort",
       cuda_sdpa_capabilities(), 0);

@@ -46,6 +46,7 @@ struct AttnParams {
   int head_dim_qk = 64, head_dim_v = 64;
   int window_left = -1, window_right = -1;  // effective window (causal included)
   int page_size = 0;                        // > 0: paged KV cache
+  int block_table_cols = 0;                 // paged: pages per sequence in the block table
   int block_q = 0, block_k = 0;             // block-sparse block sizes (block_offsets set)
   int block_batch = 1, block_heads = 1;     // distinct lists per sequence / per query head: 1 or batch / heads_q
   int num_q_blocks = 0, num_k_blocks = 0;   // ceil(seqlen_q / block_q), ceil(seqlen_k / block_k)
@@ -121,6 +122,7 @@ inline AttnParams make_attn_params(const Problem& p, const AttentionTensors& t) 
     a.page_size = p.paged_kv->page_size;
     a.block_table = static_cast<const std::int32_t*>(t.block_table.data);
     copy_strides(a.block_table_strides, t.block_table, 2);
+    a.block_table_cols = static_cast<int>(t.block_table.shape[1]);
     a.seqlens_k = static_cast<const std::int32_t*>(t.seqlens_k.data);
     a.seqlens_k_stride = t.seqlens_k.strides[0];
   }

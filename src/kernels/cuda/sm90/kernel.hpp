@@ -48,7 +48,12 @@ __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk
 
 // kBlockSparse: the key tiles come from the CSR lists of AttnParams
 // (block_offsets / block_indices), intersected with the dense range.
-template <class Traits, bool kBlockSparse>
+// kPaged: K and V come from a paged cache (AttnParams::block_table). Its own
+// instances: the producer's page walk spills in the producer's 24 registers
+// (132-212 bytes at d128; 32 registers deadlocked setmaxnreg at d128, where
+// the consumers' 2 x 240 leave no more), and the other instances stay
+// spill-free.
+template <class Traits, bool kBlockSparse, bool kPaged = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const __grid_constant__ Fa3Params params) {
 #if defined(AK_SM90_ENABLED)
   using T = typename Traits::T;
@@ -72,7 +77,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       PipelineState ps;
       Fa3Tile<kBlockSparse> t;
       for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x)
-        if (fa3_tile<Traits>(params, linear, t)) Fa3Producer<Traits>::load_tile(params, sm, t.at, t.m0, t.keys, ps);
+        if (fa3_tile<Traits>(params, linear, t))
+          Fa3Producer<Traits>::template load_tile<kPaged>(params, sm, t.at, {t.tile.batch, t.span.k_len}, t.m0,
+                                                          t.keys, ps);
     }
   } else {
     regs_claim<Traits::kConsumerRegs>();

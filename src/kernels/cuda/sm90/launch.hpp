@@ -63,6 +63,15 @@ cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// A 4-D map (head dim, slot, head, page) of a paged cache [pages, page_size,
+// heads, dim], any strides: the BSHD map with pages for sequences and slots
+// for rows; boxes one column block wide and `box_rows` slots tall.
+template <class Traits>
+cudaError_t encode_paged_map(CUtensorMap& map, const void* data, const std::int64_t (&strides)[4], int pages,
+                             int page_size, int heads, int dim, int box_rows) {
+  return encode_rows_map<Traits>(map, data, strides, Layout::bshd, page_size, heads, pages, dim, box_rows);
+}
+
 // Multiprocessors and L2 bytes of the current device (a persistent grid has
 // one CTA per SM; the causal walk groups heads to fit L2), read once per device.
 struct GridLimits {
@@ -86,16 +95,16 @@ inline GridLimits grid_limits() {
   return {n, l2[device].load(std::memory_order_relaxed)};
 }
 
-template <class Traits, bool kBlockSparse = false>
+template <class Traits, bool kBlockSparse = false, bool kPaged = false>
 cudaError_t fa3_configure() {
-  return cudaFuncSetAttribute(fa3_forward_kernel<Traits, kBlockSparse>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(fa3_forward_kernel<Traits, kBlockSparse, kPaged>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(Traits::kSmemBytes));
 }
 
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
 // kBlockSparse: a.block_offsets / block_indices list each query block's KV
 // blocks; the plan checked block_q % kBlockM == 0 and block_k % kBlockN == 0.
-template <class Traits, bool kBlockSparse = false>
+template <class Traits, bool kBlockSparse = false, bool kPaged = false>
 cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
   AttnParams a = a_in;
   if constexpr (kBlockSparse)
@@ -104,12 +113,24 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
   params.a = a;
   cudaError_t err;
   if ((err = encode_rows_map<Traits>(params.tma_q, a.q, a.q_strides, a.layout, a.rows_q, a.heads_q, a.batch,
-                                     a.head_dim_qk, Traits::kBlockM)) != cudaSuccess ||
-      (err = encode_rows_map<Traits>(params.tma_k, a.k, a.k_strides, a.layout, a.rows_k, a.heads_kv, a.batch,
-                                     a.head_dim_qk, Traits::kBlockN)) != cudaSuccess ||
-      (err = encode_rows_map<Traits>(params.tma_v, a.v, a.v_strides, a.layout, a.rows_k, a.heads_kv, a.batch,
-                                     a.head_dim_v, Traits::kBlockN)) != cudaSuccess)
+                                     a.head_dim_qk, Traits::kBlockM)) != cudaSuccess)
     return err;
+  if ((a.page_size > 0) != kPaged) return cudaErrorInvalidValue;  // the instance reads the cache it was built for
+  if constexpr (kPaged) {
+    // Whole pages per key tile, or whole key tiles per page (the plan checked it).
+    if (!paged_tiles_fit(a.page_size, Traits::kBlockN)) return cudaErrorInvalidValue;
+    const int pages = static_cast<int>(a.rows_k / a.page_size), box = std::min(a.page_size, Traits::kBlockN);
+    if ((err = encode_paged_map<Traits>(params.tma_k, a.k, a.k_strides, pages, a.page_size, a.heads_kv,
+                                        a.head_dim_qk, box)) != cudaSuccess ||
+        (err = encode_paged_map<Traits>(params.tma_v, a.v, a.v_strides, pages, a.page_size, a.heads_kv,
+                                        a.head_dim_v, box)) != cudaSuccess)
+      return err;
+  } else if ((err = encode_rows_map<Traits>(params.tma_k, a.k, a.k_strides, a.layout, a.rows_k, a.heads_kv, a.batch,
+                                            a.head_dim_qk, Traits::kBlockN)) != cudaSuccess ||
+             (err = encode_rows_map<Traits>(params.tma_v, a.v, a.v_strides, a.layout, a.rows_k, a.heads_kv, a.batch,
+                                            a.head_dim_v, Traits::kBlockN)) != cudaSuccess) {
+    return err;
+  }
   // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a
   // persistent grid is one CTA per SM, otherwise one CTA per tile (as many as
   // a 1-D grid holds; the walk covers the rest). Uniform tiles (no causal or
@@ -137,7 +158,7 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
         std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
-  fa3_forward_kernel<Traits, kBlockSparse>
+  fa3_forward_kernel<Traits, kBlockSparse, kPaged>
       <<<static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();
 }
@@ -147,20 +168,22 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
 // Defines <FAMILY>_launch_<TAG>_<QK>_<V> and <FAMILY>_configure_<TAG>_<QK>_<V>
 // (declared in src/backends/cuda/launchers.hpp) for one instances.def entry of
 // an fa3 family: the tile shape from CONFIG, block-sparse lists when SPARSE.
-#define AK_FA3_LAUNCHER(FAMILY, CONFIG, SPARSE, TAG, QK, V)                                                   \
+#define AK_FA3_LAUNCHER(FAMILY, CONFIG, SPARSE, PAGED, TAG, QK, V)                                            \
   namespace attnkit::cuda {                                                                                    \
   using FAMILY##Traits_##TAG##_##QK##_##V = sm90::CONFIG<CudaElement<DType::TAG>::type, QK, V>::Traits;         \
   int FAMILY##_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                  \
-    return static_cast<int>(                                                                                   \
-        sm90::fa3_launch<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE>(p, static_cast<cudaStream_t>(stream)));    \
+    return static_cast<int>(sm90::fa3_launch<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE, PAGED>(                \
+        p, static_cast<cudaStream_t>(stream)));                                                                \
   }                                                                                                            \
   int FAMILY##_configure_##TAG##_##QK##_##V() {                                                                \
-    return static_cast<int>(sm90::fa3_configure<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE>());                 \
+    return static_cast<int>(sm90::fa3_configure<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE, PAGED>());          \
   }                                                                                                            \
   }
 
-#define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, false, TAG, QK, V)
 // fa3bs: the same instance over block-sparse KV lists.
-#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, false, TAG, QK, V)
 // fa3ss: request skip-softmax (AttnParams::skip_log2_factor / skip_counts).
-#define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, false, TAG, QK, V)
+// fa3pg: K and V from a paged cache (AttnParams::block_table).
+#define AK_DEFINE_LAUNCHER_fa3pg(TAG, QK, V) AK_FA3_LAUNCHER(fa3pg, Fa3Config, false, true, TAG, QK, V)

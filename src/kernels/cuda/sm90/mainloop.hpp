@@ -98,6 +98,13 @@ struct Fa3Coords {
   int batch;           // THD: 0 (the map has no batch extent)
 };
 
+// A paged cache's view of the tile's sequence (the producer's alone: the
+// consumers have no registers to spare): its block-table row and its keys.
+struct PagedSequence {
+  int sequence;
+  int k_len;
+};
+
 template <class Traits>
 struct Fa3Producer {
   static __device__ __forceinline__ void load_rows(std::uint32_t dst, int rows, const CUtensorMap* map,
@@ -107,11 +114,35 @@ struct Fa3Producer {
                   row, head, batch);
   }
 
+  // Keys [key0, key0 + kBlockN) of a paged cache (maps (dim, slot, head,
+  // page)): one box per page when pages are at most a tile, else the tile's
+  // rows inside its page. Chunks past the sequence's keys load its last chunk
+  // again (masked out, but finite: never uninitialised shared memory); page
+  // numbers are read within the block table's row, and a page past the cache
+  // is a TMA box out of bounds (zeros), so lying metadata reads nothing outside.
+  static __device__ __forceinline__ void load_paged(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar,
+                                                    const AttnParams& p, int head_kv, const PagedSequence& seq,
+                                                    int key0, int blocks) {
+    const int page_size = p.page_size;
+    const int chunk = page_size < Traits::kBlockN ? page_size : Traits::kBlockN;
+    const int last = seq.k_len > 0 ? (seq.k_len - 1) / chunk * chunk : 0;
+    const std::int32_t* row = p.block_table + seq.sequence * p.block_table_strides[0];
+    for (int j = 0; j < Traits::kBlockN / chunk; ++j) {
+      const int key = min(key0 + j * chunk, last);
+      const int logical = min(key / page_size, p.block_table_cols - 1);
+      const int page = logical >= 0 ? row[logical * p.block_table_strides[1]] : -1;
+      for (int c = 0; c < blocks; ++c)
+        tma_load_4d(dst + static_cast<std::uint32_t>((c * Traits::kBlockN + j * chunk) * Traits::kSwizzleBytes), map,
+                    bar, c * Traits::kBlockCols, key % page_size, head_kv, page);
+    }
+  }
+
   // The tile's Q at m0, then key tiles tiles.tile(0 .. count); one thread.
   // Tiles: KeyTiles (a dense range) or SparseKeyTiles (a block-sparse row).
-  template <class Tiles>
+  template <bool kPaged, class Tiles>
   static __device__ __forceinline__ void load_tile(const Fa3Params& p, const Fa3Smem<Traits>& sm, const Fa3Coords& at,
-                                                   int m0, const Tiles& tiles, PipelineState& ps) {
+                                                   const PagedSequence& seq, int m0, const Tiles& tiles,
+                                                   PipelineState& ps) {
     if (tiles.count() <= 0) return;  // no key visible: the consumers write zeros without Q
     mbar_wait(sm.q_empty(), ps.q_parity() ^ 1);  // the previous tile's last Q K^T is done
     mbar_arrive_expect_tx(sm.q_full(), static_cast<std::uint32_t>(Traits::kQBytes));
@@ -126,12 +157,18 @@ struct Fa3Producer {
       mbar_wait(sm.k_empty(slot.stage), slot.parity ^ 1);
       if constexpr (kListed) sm.set_stage_tile(slot.stage, tile);
       mbar_arrive_expect_tx(sm.k_full(slot.stage), static_cast<std::uint32_t>(Traits::kKBytes));
-      load_rows(sm.k(slot.stage), Traits::kBlockN, &p.tma_k, sm.k_full(slot.stage), key0, at.head_kv, at.batch,
-                Traits::kQkBlocks);
+      if constexpr (kPaged)
+        load_paged(sm.k(slot.stage), &p.tma_k, sm.k_full(slot.stage), p.a, at.head_kv, seq, key0, Traits::kQkBlocks);
+      else
+        load_rows(sm.k(slot.stage), Traits::kBlockN, &p.tma_k, sm.k_full(slot.stage), key0, at.head_kv, at.batch,
+                  Traits::kQkBlocks);
       mbar_wait(sm.v_empty(slot.stage), slot.parity ^ 1);
       mbar_arrive_expect_tx(sm.v_full(slot.stage), static_cast<std::uint32_t>(Traits::kVBytes));
-      load_rows(sm.v(slot.stage), Traits::kBlockN, &p.tma_v, sm.v_full(slot.stage), key0, at.head_kv, at.batch,
-                Traits::kVBlocks);
+      if constexpr (kPaged)
+        load_paged(sm.v(slot.stage), &p.tma_v, sm.v_full(slot.stage), p.a, at.head_kv, seq, key0, Traits::kVBlocks);
+      else
+        load_rows(sm.v(slot.stage), Traits::kBlockN, &p.tma_v, sm.v_full(slot.stage), key0, at.head_kv, at.batch,
+                  Traits::kVBlocks);
       tile = next;
     }
     ps.kv += tiles.count();

@@ -113,6 +113,13 @@ struct Fa3Config<T, 256, 256> {
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
 
+// A paged cache is read in whole pages per key tile or whole key tiles per
+// page (sm90/mainloop.hpp Fa3Producer::load_paged), in whole 8-row swizzle
+// atoms: the page size divides the tile or is a multiple of it.
+constexpr bool paged_tiles_fit(int page_size, int block_n) {
+  return page_size > 0 && page_size % 8 == 0 && (block_n % page_size == 0 || page_size % block_n == 0);
+}
+
 // The skip-softmax instances (instances.def family fa3ss): the dense tile shape
 // of the head dims with the exact running max (d256 loses its lazy rescaling).
 template <class Tr>
