@@ -55,8 +55,8 @@ TEST(Sparge, SelectionRules) {
 // product that rounds just above an integer takes no extra block.
 TEST(Sparge, TopkBlocks) {
   EXPECT_EQ(sparge_topk_blocks(0.5, 5), 3);
-  EXPECT_EQ(sparge_topk_blocks(0.3, 10), 3);  // 0.3 * 10 = 3.0000000000000004
-  EXPECT_EQ(sparge_topk_blocks(0.7, 10), 7);  // 0.7 * 10 = 7.000000000000001
+  EXPECT_EQ(sparge_topk_blocks(0.07, 100), 7);   // 0.07 * 100 = 7.000000000000001
+  EXPECT_EQ(sparge_topk_blocks(0.55, 200), 110);  // 110.00000000000001
   EXPECT_EQ(sparge_topk_blocks(0.01, 3), 1);
   EXPECT_EQ(sparge_topk_blocks(0.31, 10), 4);
   EXPECT_EQ(sparge_topk_blocks(1.0, 1081), 1081);

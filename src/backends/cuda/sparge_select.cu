@@ -15,6 +15,9 @@ namespace attnkit::cuda {
 namespace {
 
 constexpr int kMaxRows = 128;  // the larger of the two block sizes (SpargeSettings::kBlockQ)
+// Shared rows padded by 2 elements (4 bytes: one bank), so the per-row norm
+// loop (thread i reads row i) meets no bank conflicts.
+constexpr int kRowPad = 2;
 constexpr int kPoolThreads = 128;
 constexpr int kSelectThreads = 256;
 constexpr int kScanThreads = 1024;
@@ -31,10 +34,10 @@ int pow2_at_least(int n) {
 // pairwise cosine similarity |sum of unit rows|^2 / n^2 exceeds simthreshd1.
 template <class T>
 __global__ void __launch_bounds__(kPoolThreads) pool_kernel(SpargeSelect s, std::int64_t rows_q, std::int64_t units) {
-  __shared__ T x[kMaxRows * kSpargeMaxHeadDim];
+  __shared__ T x[kMaxRows * (kSpargeMaxHeadDim + kRowPad)];
   __shared__ double norm[kMaxRows];
   __shared__ double unit[kSpargeMaxHeadDim];
-  const int d = s.head_dim;
+  const int d = s.head_dim, ld = d + kRowPad;
   const int nq = num_blocks(s.seqlen, s.block_q), nk = num_blocks(s.seqlen, s.block_k);
   for (std::int64_t u = blockIdx.x; u < rows_q + units; u += gridDim.x) {
     const bool is_q = u < rows_q;
@@ -48,20 +51,20 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kernel(SpargeSelect s, std:
     __syncthreads();  // the previous block's readers are done with x
     for (int e = threadIdx.x; e < n * d; e += blockDim.x) {
       const int i = e / d, c = e % d;
-      x[e] = src[b * st[0] + (lo + i) * st[1] + h * st[2] + c];
+      x[i * ld + c] = src[b * st[0] + (lo + i) * st[1] + h * st[2] + c];
     }
     __syncthreads();
     float* mean = (is_q ? s.q_mean : s.k_mean) + local * d;
     const float nf = static_cast<float>(n);
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
       float m = 0.0f;
-      for (int i = 0; i < n; ++i) m = __fadd_rn(m, __fdiv_rn(to_float(x[i * d + c]), nf));
+      for (int i = 0; i < n; ++i) m = __fadd_rn(m, __fdiv_rn(to_float(x[i * ld + c]), nf));
       mean[c] = m;
     }
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
       double sq = 0.0;
       for (int c = 0; c < d; ++c) {
-        const double v = to_float(x[i * d + c]);
+        const double v = to_float(x[i * ld + c]);
         sq = __dadd_rn(sq, __dmul_rn(v, v));
       }
       norm[i] = sqrt(sq);
@@ -70,7 +73,7 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kernel(SpargeSelect s, std:
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
       double acc = 0.0;
       for (int i = 0; i < n; ++i)
-        if (norm[i] != 0.0) acc = __dadd_rn(acc, __ddiv_rn(to_float(x[i * d + c]), norm[i]));  // zero rows add nothing
+        if (norm[i] != 0.0) acc = __dadd_rn(acc, __ddiv_rn(to_float(x[i * ld + c]), norm[i]));  // zero rows add nothing
       unit[c] = acc;
     }
     __syncthreads();
@@ -114,7 +117,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SpargeSelect s, 
   float* qm = reinterpret_cast<float*>(order + cap);    // [head_dim]
   __shared__ double red[kSelectThreads / 32];
   __shared__ double chunk_sum[kSelectThreads];
-  __shared__ int candidates, taken;
+  __shared__ int candidates, taken, counted;
   const int d = s.head_dim, nq = num_blocks(s.seqlen, s.block_q), nk = num_blocks(s.seqlen, s.block_k);
   const int group = s.heads_q / s.heads_kv;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -128,7 +131,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SpargeSelect s, 
     }
     __syncthreads();  // the previous row is done with the shared arrays
     for (int c = threadIdx.x; c < d; c += blockDim.x) qm[c] = s.q_mean[r * d + c];
-    if (threadIdx.x == 0) candidates = 0, taken = 0;
+    if (threadIdx.x == 0) candidates = 0, taken = 0, counted = 0;
     __syncthreads();
     // Scores: -inf for a non-smooth key block (kept regardless, outside the softmax).
     double local_max = -INFINITY;
@@ -202,8 +205,18 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SpargeSelect s, 
       __syncthreads();
       take = taken;
     }
-    for (int i = threadIdx.x; i < take; i += blockDim.x) keep[order[i]] = 1;
-    if (threadIdx.x == 0) s.counts[r] = take + (nk - n);
+    // Ranked candidates first (P >= 0 > -1), so order[i < take] are
+    // candidates; the bound keeps a NaN score's disorder inside the row.
+    for (int i = threadIdx.x; i < take; i += blockDim.x)
+      if (order[i] < nk) keep[order[i]] = 1;
+    __syncthreads();
+    // The count from the flags themselves (take + non-candidates unless a NaN
+    // broke the ranking): offsets and indices always agree.
+    int kept = 0;
+    for (int kb = threadIdx.x; kb < nk; kb += blockDim.x) kept += keep[kb];
+    atomicAdd(&counted, kept);
+    __syncthreads();
+    if (threadIdx.x == 0) s.counts[r] = counted;
   }
 }
 
