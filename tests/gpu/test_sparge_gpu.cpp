@@ -72,6 +72,14 @@ void fill_inputs(const Problem& p, const AttentionTensors& t, std::uint64_t seed
   for (int h = 0; h < p.heads_kv; ++h) roughen(t.k, 1, h, 192, 256);
 }
 
+// The shapes the tests run (bf16 BSHD, fp16 BHSD) and their inputs for a setting.
+std::vector<Problem> problems() { return {sparge_gpu_problem(), sparge_gpu_problem(DType::f16, Layout::bhsd)}; }
+Result<HostProblemData> inputs(const Problem& p, std::uint64_t seed, const SpargeSettings& s) {
+  auto data = HostProblemData::create(p, {.seed = seed});
+  if (data) fill_inputs(p, data->tensors(), seed, s);
+  return data;
+}
+
 // Mean of block [lo, hi) of (b, h) of x and its self-similarity (pool_block on fp32 rows, as the paths pool).
 double pooled(const Problem& p, const TensorView& x, int b, int h, int lo, int hi, std::vector<float>& mean) {
   const int d = p.head_dim_qk;
@@ -186,11 +194,10 @@ HostLists host_selection(const Problem& p, const AttentionTensors& t, const Spar
 // The GPU tests' inputs, checked on the host (so CI sees it): every decision
 // is far from a tie, and the planted rough blocks are what decides them.
 TEST(SpargeGpuInputs, DecisionsAreFarFromTies) {
-  for (const Problem& p : {sparge_gpu_problem(), sparge_gpu_problem(DType::f16, Layout::bhsd)})
+  for (const Problem& p : problems())
     for (const Setting& s : settings()) {
-      auto data = HostProblemData::create(p, {.seed = 21});
+      auto data = inputs(p, 21, s.settings);
       ASSERT_TRUE(data.ok());
-      fill_inputs(p, data->tensors(), 21, s.settings);
       EXPECT_GT(decision_margin(p, data->tensors(), s.settings), 1e-9) << s.name << ", " << layout_name(p.layout);
       const HostLists lists = host_selection(p, data->tensors(), s.settings);
       const std::int64_t rows = static_cast<std::int64_t>(lists.offsets.size()) - 1;
@@ -210,11 +217,10 @@ using SpargeGpu = OnGpu;
 
 // The selection kernels write exactly the host selection's lists.
 TEST_F(SpargeGpu, SelectionMatchesTheHostSelection) {
-  for (const Problem& p : {sparge_gpu_problem(), sparge_gpu_problem(DType::f16, Layout::bhsd)})
+  for (const Problem& p : problems())
     for (const Setting& s : settings()) {
-      auto data = HostProblemData::create(p, {.seed = 21});
+      auto data = inputs(p, 21, s.settings);
       ASSERT_TRUE(data.ok());
-      fill_inputs(p, data->tensors(), 21, s.settings);
       const HostLists want = host_selection(p, data->tensors(), s.settings);
       auto device = sparse::make_device_sparge_selection(p, s.settings, *gpu_);
       ASSERT_TRUE(device.ok()) << device.diagnostics().summary();
@@ -240,9 +246,8 @@ TEST_F(SpargeGpu, SelectionMatchesTheHostSelection) {
 TEST_F(SpargeGpu, RoughBlocksAreAttendedDensely) {
   const Problem p = sparge_gpu_problem();
   const Setting s = settings()[2];
-  auto data = HostProblemData::create(p, {.seed = 21});
+  auto data = inputs(p, 21, s.settings);
   ASSERT_TRUE(data.ok());
-  fill_inputs(p, data->tensors(), 21, s.settings);
   auto device = sparse::make_device_sparge_selection(p, s.settings, *gpu_);
   ASSERT_TRUE(device.ok()) << device.diagnostics().summary();
   DeviceBinding dev(data->tensors());
@@ -257,15 +262,14 @@ TEST_F(SpargeGpu, RoughBlocksAreAttendedDensely) {
 TEST_F(SpargeGpu, CudaPlanMatchesTheCpuPlan) {
   const auto backend = make_sparge_backend();
   const Platform cpu = detect_cpu_platform();
-  for (const Problem& p : {sparge_gpu_problem(), sparge_gpu_problem(DType::f16, Layout::bhsd)})
+  for (const Problem& p : problems())
     for (const Setting& s : settings()) {
       auto cuda_plan = backend->plan_configured(p, *gpu_, s.config);
       ASSERT_TRUE(cuda_plan.ok()) << cuda_plan.diagnostics().summary();
       auto cpu_plan = backend->plan_configured(p, cpu, s.config);
       ASSERT_TRUE(cpu_plan.ok()) << cpu_plan.diagnostics().summary();
-      auto data = HostProblemData::create(p, {.seed = 23});
+      auto data = inputs(p, 23, s.settings);
       ASSERT_TRUE(data.ok());
-      fill_inputs(p, data->tensors(), 23, s.settings);
       DeviceBinding dev(data->tensors());
       ASSERT_EQ(dev.buffers.size(), 4u);
       DeviceWorkspace ws((*cuda_plan)->workspace_bytes());
@@ -324,9 +328,8 @@ TEST_F(SpargeGpu, PoisonedWorkspaceAndOutput) {
   for (const Setting& s : settings()) {
     auto plan = make_sparge_backend()->plan_configured(p, *gpu_, s.config);
     ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-    auto data = HostProblemData::create(p, {.seed = 29});
+    auto data = inputs(p, 29, s.settings);
     ASSERT_TRUE(data.ok());
-    fill_inputs(p, data->tensors(), 29, s.settings);
     DeviceBinding dev(data->tensors());
     DeviceWorkspace ws((*plan)->workspace_bytes());
     ASSERT_EQ(cudaMemset(ws.data, 0, ws.bytes), cudaSuccess);
@@ -350,9 +353,8 @@ TEST_F(SpargeGpu, RunCapturesIntoACudaGraph) {
   const Problem p = sparge_gpu_problem();
   auto plan = make_sparge_backend()->plan_configured(p, *gpu_, {{"topk", 0.3}});
   ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-  auto data = HostProblemData::create(p, {.seed = 31});
+  auto data = inputs(p, 31, settings()[0].settings);
   ASSERT_TRUE(data.ok());
-  fill_inputs(p, data->tensors(), 31, settings()[0].settings);
   DeviceBinding dev(data->tensors());
   DeviceWorkspace ws((*plan)->workspace_bytes());
   cudaStream_t stream = nullptr;
