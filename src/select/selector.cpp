@@ -199,13 +199,17 @@ Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec
       level = declared_dense ? index_of(Level::declared_default) : kLevels - 1;
       continue;
     }
-    const Diagnostic* first = first_error(why);
+    // A sparse engine default outside the components that allow sparse
+    // attention (AK4002) never applies there, whatever else its check says
+    // (a kernel it lacks at this layer's head dim, say): that rule is the reason.
+    const auto sparse_rule = std::find_if(why.begin(), why.end(), [](const Diagnostic& x) { return x.code == "AK4002"; });
+    const bool sparse_rule_refuses = sparse_rule != why.end();
+    const Diagnostic* first = sparse_rule_refuses ? &*sparse_rule : first_error(why);
     d.rejected.push_back({shown, first->code, first->message});
-    const bool only_sparse_rule = why.size() == 1 && first->code == "AK4002";
     // The engine default is a default, not a command for every layer, except
     // where the layer's weights need what it skips (a model rule, AK4007).
     const bool weights_refuse = why.has_code("AK4007");
-    if (lv == Level::engine_default && (!declared.name.empty() || only_sparse_rule) && !weights_refuse) {
+    if (lv == Level::engine_default && (!declared.name.empty() || sparse_rule_refuses) && !weights_refuse) {
       const std::string to = !declared.name.empty() ? "its declared default " + declared.name : "auto";
       record_fallback(diagnose("AK3004", {{"backend", shown}, {"layer", layer}, {"codes", codes_of(why)},
                                           {"reason", first->message}, {"to", to}}));

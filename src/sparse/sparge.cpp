@@ -13,6 +13,11 @@ SpargeSettings sparge_settings(const select::BackendConfig& config) {
   return s;
 }
 
+int sparge_topk_blocks(double topk, int key_blocks) {
+  // The 1e-9 keeps a product that rounds just above an integer (0.3 * 10) from taking one more.
+  return std::max(1, static_cast<int>(std::ceil(topk * static_cast<double>(key_blocks) - 1e-9)));
+}
+
 double pool_block(const float* x, int n, int d, float* mean, double* scratch) {
   std::fill(scratch, scratch + d, 0.0);
   std::fill(mean, mean + d, 0.0f);
@@ -60,8 +65,7 @@ void sparge_select(const SpargeSettings& s, std::span<const double> scores, bool
     double cum = 0;
     while (take < candidates && cum < s.cdfthreshd) cum += prob[order[take++]];
   } else {  // ceil(topk * key blocks), at least one
-    const auto wanted = static_cast<std::size_t>(std::ceil(s.topk * static_cast<double>(n) - 1e-9));
-    take = std::min(candidates, std::max<std::size_t>(1, wanted));
+    take = std::min(candidates, static_cast<std::size_t>(sparge_topk_blocks(s.topk, static_cast<int>(n))));
   }
   for (std::size_t i = 0; i < take; ++i) keep[order[i]] = 1;
 }

@@ -16,6 +16,7 @@
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/core/error_stats.hpp"
+#include "gpu/device_buffers.hpp"
 #include "sparse/sparse_test_util.hpp"
 #include "testing/backend_runner.hpp"
 
@@ -39,55 +40,6 @@ Problem gpu_video() {
   p.video = VideoGrid{4, 16, 16};
   return p;
 }
-
-// Device copies of a binding's tensors (q, k, v, out and whichever of lse,
-// sinks, cu_seqlens the problem has); freed with the object.
-struct DeviceBinding {
-  AttentionTensors t;
-  std::vector<void*> buffers;
-  explicit DeviceBinding(const AttentionTensors& host) : t(host) {
-    for (TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks, &t.cu_seqlens_q, &t.cu_seqlens_k}) {
-      if (v->data == nullptr) continue;
-      void* ptr = nullptr;
-      if (cudaMalloc(&ptr, v->span_bytes()) != cudaSuccess) continue;
-      cudaMemcpy(ptr, v->data, v->span_bytes(), cudaMemcpyHostToDevice);
-      v->data = ptr;
-      v->device = {DeviceKind::cuda, 0};
-      buffers.push_back(ptr);
-    }
-  }
-  ~DeviceBinding() {
-    for (void* b : buffers) cudaFree(b);
-  }
-  std::vector<std::byte> out() const {
-    std::vector<std::byte> host(t.out.span_bytes());
-    cudaMemcpy(host.data(), t.out.data, host.size(), cudaMemcpyDeviceToHost);
-    return host;
-  }
-};
-
-struct DeviceWorkspace {
-  void* data = nullptr;
-  std::size_t bytes = 0;
-  explicit DeviceWorkspace(std::size_t n) : bytes(n) {
-    if (n > 0 && cudaMalloc(&data, n) != cudaSuccess) data = nullptr, bytes = 0;
-  }
-  ~DeviceWorkspace() {
-    if (data) cudaFree(data);
-  }
-  Workspace span() const { return {static_cast<std::byte*>(data), bytes}; }
-};
-
-// Skips without CUDA or a device; gpu_ is this machine's GPU.
-class OnGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA";
-    gpu_ = detect_cuda_platform();
-    if (!gpu_) GTEST_SKIP() << "no CUDA device on this machine (run build-gpu/tests/test_sparse_gpu on the device machine)";
-  }
-  std::optional<Platform> gpu_;
-};
 
 class SlidingTileGpu : public OnGpu {
  protected:

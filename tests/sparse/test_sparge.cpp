@@ -15,6 +15,7 @@
 #include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
+#include "attnkit/platform/platform.hpp"
 #include "attnkit/sparse/sparge.hpp"
 #include "sparse_test_util.hpp"
 
@@ -48,6 +49,17 @@ TEST(Sparge, SelectionRules) {
   EXPECT_EQ(select(c, sc), (std::vector<std::uint8_t>{1, 1, 0, 0}));  // .5 + .25 reaches .7
   c.cdfthreshd = 0.8;
   EXPECT_EQ(select(c, sc), (std::vector<std::uint8_t>{1, 1, 1, 0}));  // ties by block index
+}
+
+// The top-k count both paths use: ceil(topk * blocks), at least one, and a
+// product that rounds just above an integer takes no extra block.
+TEST(Sparge, TopkBlocks) {
+  EXPECT_EQ(sparge_topk_blocks(0.5, 5), 3);
+  EXPECT_EQ(sparge_topk_blocks(0.07, 100), 7);   // 0.07 * 100 = 7.000000000000001
+  EXPECT_EQ(sparge_topk_blocks(0.55, 200), 110);  // 110.00000000000001
+  EXPECT_EQ(sparge_topk_blocks(0.01, 3), 1);
+  EXPECT_EQ(sparge_topk_blocks(0.31, 10), 4);
+  EXPECT_EQ(sparge_topk_blocks(1.0, 1081), 1081);
 }
 
 TEST(Sparge, SelfSimilarity) {
@@ -190,6 +202,24 @@ TEST(Sparge, Refusals) {
   auto data = HostProblemData::create(sparge_problem());
   EXPECT_TRUE(run_sparge(sparge_problem(), {{"topk", 0.3}, {"cdfthreshd", 0.9}}, data->tensors()).ran.has_code("AK3111"));
   EXPECT_TRUE(run_sparge(sparge_problem(), {{"topk", 1.5}}, data->tensors()).ran.has_code("AK3103"));
+}
+
+// On CUDA the plan runs fa2's block-sparse kernel (d128 only) for calls that
+// run sparse; check() says so before a plan would (named platforms, no GPU).
+TEST(Sparge, CudaCheckNamesTheBlockSparseKernel) {
+  const auto backend = make_sparge_backend();
+  Problem p = sparge_problem(DType::bf16);
+  p.head_dim_qk = p.head_dim_v = 128;
+  for (const char* name : {"cuda:sm80", "cuda:sm90"}) {
+    auto gpu = parse_platform(name);
+    ASSERT_TRUE(gpu.ok());
+    EXPECT_TRUE(backend->check(p, *gpu).ok()) << name << ": " << backend->check(p, *gpu).summary();
+    Problem d64 = p;
+    d64.head_dim_qk = d64.head_dim_v = 64;
+    EXPECT_TRUE(backend->check(d64, *gpu).has_code("AK2105")) << name << ": " << backend->check(d64, *gpu).summary();
+    d64.seqlen_q = d64.seqlen_k = 100;  // runs dense: the dense d64 kernel exists
+    EXPECT_TRUE(backend->check(d64, *gpu).ok()) << name << ": " << backend->check(d64, *gpu).summary();
+  }
 }
 
 // Accuracy against dense on video-like inputs: the bounds docs/sparse.md states.

@@ -33,6 +33,10 @@ SpargeSettings sparge_settings(const select::BackendConfig& config);
 // itself: |sum of unit vectors|^2 / n^2. `scratch`: d doubles.
 double pool_block(const float* x, int n, int d, float* mean, double* scratch);
 
+// The blocks the top-k rule keeps of `key_blocks`: ceil(topk * key_blocks),
+// at least one (before capping at the smooth blocks there are).
+int sparge_topk_blocks(double topk, int key_blocks);
+
 // The key blocks one query block keeps, from the pooled scores (one per key
 // block, -inf for non-smooth key blocks, which are kept regardless) and
 // whether the query block itself is smooth. keep[kb] = 1 for a kept block.

@@ -36,9 +36,6 @@ class CpuSparseRunner final : public SparseRunner {
   Diagnostics run_sparse(const AttentionTensors& t, const BlockSparse& layout, const TensorView& offsets,
                          const TensorView& indices, Workspace ws, StreamHandle stream,
                          SparsityStats* stats) const override;
-  // Bytes at the front of the workspace that run_sparse leaves to the caller's
-  // own use (lists built per call), behind which the kernels' part starts.
-  void reserve_front(std::size_t bytes) { front_ = round_up(bytes); }
   const Problem& problem() const { return problem_; }
 
  private:
@@ -51,7 +48,6 @@ class CpuSparseRunner final : public SparseRunner {
   std::optional<VideoTiling> tiling_;
   std::unique_ptr<Plan> dense_;
   std::map<LayoutKey, std::unique_ptr<Plan>> sparse_;
-  std::size_t front_ = 0;
 };
 
 }  // namespace attnkit::sparse

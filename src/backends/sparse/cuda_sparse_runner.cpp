@@ -28,21 +28,46 @@ CudaSparseRunner::~CudaSparseRunner() = default;
 
 namespace {
 
-// The `fa` kernel of this GPU that runs both the dense problem and its
-// block-sparse variants (select's resolution of "fa": fa3 on Hopper, else fa2).
-const Backend* flash_for(const Problem& dense, const Problem& sparse, const Platform& gpu, Diagnostics& why) {
+// The `fa` kernel of this GPU for one kernel problem (the call's dense
+// problem, or one of its block-sparse variants): the first of fa3, fa2 that
+// takes it, as select resolves "fa" (fa3 on Hopper, else fa2). Each problem
+// resolves on its own, so a dense run is exactly what a dense `fa` run is,
+// and a block layout fa3 cannot tile (its block-sparse instances need
+// 128-key tiles: AK2117 for sparge's 64-key blocks) runs fa2's.
+const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why) {
+  Diagnostics tried;
   for (const char* name : {"fa3", "fa2"}) {
     const Backend* b = default_registry().find(name);
     if (b == nullptr) continue;
-    Diagnostics d = b->check(dense, gpu);
-    d.append(b->check(sparse, gpu));
+    Diagnostics d = b->check(p, gpu);
     if (d.ok()) return b;
-    why.append(d);
+    tried.append(d);
   }
+  why.append(tried);
   return nullptr;
 }
 
+// The kernel problems of `p` under `layouts` (the tile-ordered copies are BSHD).
+std::vector<Problem> kernel_problems(const Problem& p, const std::vector<BlockSparse>& layouts, bool tiled) {
+  std::vector<Problem> inners;
+  for (const BlockSparse& layout : layouts) {
+    Problem inner = p;
+    inner.block_sparse = layout;
+    if (tiled) inner.layout = Layout::bshd;
+    inners.push_back(inner);
+  }
+  return inners;
+}
+
 }  // namespace
+
+Diagnostics CudaSparseRunner::check_kernels(const Problem& p, const Platform& gpu,
+                                            const std::vector<BlockSparse>& layouts) {
+  Diagnostics why;
+  flash_for(p, gpu, why);
+  for (const Problem& inner : kernel_problems(p, layouts, false)) flash_for(inner, gpu, why);
+  return why;
+}
 
 Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem& p, const Platform& gpu,
                                                                    const std::vector<BlockSparse>& layouts,
@@ -52,21 +77,17 @@ Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem
   runner->problem_ = p;
   runner->tiling_ = tiling;
   runner->device_ = std::make_unique<Device>();
-  std::vector<Problem> inners;
-  for (const BlockSparse& layout : layouts) {
-    Problem inner = p;
-    inner.block_sparse = layout;
-    if (tiling) inner.layout = Layout::bshd;  // the contiguous tile-ordered copies
-    inners.push_back(inner);
-  }
+  const std::vector<Problem> inners = kernel_problems(p, layouts, tiling.has_value());
   Diagnostics why;
-  const Backend* flash = flash_for(p, inners.empty() ? p : inners.front(), gpu, why);
-  if (flash == nullptr) return why;
-  auto dense = flash->plan(p, gpu);
+  const Backend* dense_flash = flash_for(p, gpu, why);
+  if (dense_flash == nullptr) return why;
+  auto dense = dense_flash->plan(p, gpu);
   if (!dense) return dense.diagnostics();
   runner->dense_ = std::move(*dense);
   for (std::size_t i = 0; i < layouts.size(); ++i) {
     if (runner->sparse_.count(key(layouts[i]))) continue;
+    const Backend* flash = flash_for(inners[i], gpu, why);
+    if (flash == nullptr) return why;
     auto plan = flash->plan(inners[i], gpu);
     if (!plan) return plan.diagnostics();
     runner->sparse_.emplace(key(layouts[i]), std::move(*plan));
@@ -107,17 +128,18 @@ Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem
 
 // 256-byte aligned copies: the kernels' 16-byte rows and TMA's base alignment.
 std::size_t CudaSparseRunner::copies_bytes() const { return tiling_ ? tile_copies_bytes(problem_, kAlign) : 0; }
+std::size_t CudaSparseRunner::kernel_offset() const { return front_ + copies_bytes(); }
 
 std::size_t CudaSparseRunner::workspace_bytes() const {
   std::size_t kernel = dense_ ? dense_->workspace_bytes() : 0;
   for (const auto& [k, plan] : sparse_) kernel = std::max(kernel, plan->workspace_bytes());
-  return copies_bytes() + kernel;
+  return kernel_offset() + kernel;
 }
 
 Diagnostics CudaSparseRunner::run_dense(const AttentionTensors& t, Workspace ws, StreamHandle stream) const {
   if (ws.size() < workspace_bytes())
     return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
-  return dense_->run(t, ws.subspan(copies_bytes()), stream);
+  return dense_->run(t, ws.subspan(kernel_offset()), stream);
 }
 
 Diagnostics CudaSparseRunner::run_sparse(const AttentionTensors& t, const BlockSparse& layout,
@@ -146,12 +168,12 @@ Diagnostics CudaSparseRunner::run_sparse(const AttentionTensors& t, const BlockS
     inner.block_indices = make_view(d.indices.data(), DType::i32, {d.nnz}, t.q.device);
   }
   count_sparsity(p, plan.problem(), layout, indices.numel(), stats);
-  Workspace kernel_ws = ws.subspan(copies_bytes());
+  Workspace kernel_ws = ws.subspan(kernel_offset());
   if (!tiling_) return plan.run(inner, kernel_ws, stream);
   // The caller's tensors are checked before the gathers read them.
   if (Diagnostics why = validate_binding(p, t, {DeviceKind::cuda, 0}); !why.ok()) return why;
   const int B = p.batch, S = p.seqlen_q;
-  std::byte* at = ws.data();
+  std::byte* at = ws.data() + front_;
   auto take = [&](DType dtype, int heads, int dim) {
     std::byte* here = at;
     const std::size_t bytes = static_cast<std::size_t>(B) * S * heads * dim * dtype_size(dtype);

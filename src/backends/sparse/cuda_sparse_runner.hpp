@@ -1,8 +1,10 @@
 #pragma once
 // The CUDA path of the sparse video backends: the `fa` kernel of this GPU
-// (fa3 on sm_90, fa2 on sm_80+) planned for the call's dense problem and for
-// its block-sparse variants, once; the lists the backend decides at plan time
-// and the token-order index arrays are uploaded then. At run time: the dense
+// planned once for the call's dense problem and for each of its block-sparse
+// variants, each the first of fa3, fa2 that takes it (fa3 on sm_90, fa2 on
+// sm_80+; fa2 for a block layout fa3 cannot tile); the lists the backend
+// decides at plan time and the token-order index arrays are uploaded then
+// (lists decided per call arrive as device views). At run time: the dense
 // kernel on the caller's tensors, or the block-sparse kernel on the caller's
 // tensors or on tile-ordered copies of them in the workspace (gathered and
 // scattered back on the caller's stream by backends/cuda/gather_rows).
@@ -28,6 +30,9 @@ class CudaSparseRunner final : public SparseRunner {
                                                           const std::vector<BlockSparse>& layouts,
                                                           const std::vector<const BlockSparseLists*>& lists,
                                                           std::optional<VideoTiling> tiling);
+  // What create() would refuse about the kernels (the same rule, no device
+  // needed): a backend's check() shares it with its plan.
+  static Diagnostics check_kernels(const Problem& p, const Platform& gpu, const std::vector<BlockSparse>& layouts);
   ~CudaSparseRunner() override;
 
   std::size_t workspace_bytes() const override;
@@ -45,6 +50,7 @@ class CudaSparseRunner final : public SparseRunner {
   static LayoutKey key(const BlockSparse& b) { return {b.block_q, b.block_k, b.batch, b.heads}; }
   static constexpr std::size_t kAlign = 256;
   std::size_t copies_bytes() const;
+  std::size_t kernel_offset() const;  // behind the caller's front and the copies
 
   Problem problem_;
   std::optional<VideoTiling> tiling_;

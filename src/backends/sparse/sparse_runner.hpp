@@ -24,6 +24,13 @@ class SparseRunner {
   virtual Diagnostics run_sparse(const AttentionTensors& t, const BlockSparse& layout, const TensorView& offsets,
                                  const TensorView& indices, Workspace ws, StreamHandle stream,
                                  SparsityStats* stats) const = 0;
+  // Bytes at the front of the workspace left to the caller's own use (lists
+  // built per call); the runner's part starts behind them, 256-byte aligned.
+  void reserve_front(std::size_t bytes) { front_ = (bytes + kFrontAlign - 1) / kFrontAlign * kFrontAlign; }
+
+ protected:
+  static constexpr std::size_t kFrontAlign = 256;
+  std::size_t front_ = 0;
 };
 
 // The pairs a block-sparse call decided on and skipped (both runners count alike).
