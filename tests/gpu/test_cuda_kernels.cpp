@@ -127,6 +127,8 @@ TEST_P(CudaKernels, MatchesReference) {
   auto data = HostProblemData::create(param.c.problem, param.c.data);
   ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
   const Problem& p = data->problem();
+  if (p.paged_kv && !backend->capabilities().paged_kv)
+    GTEST_SKIP() << param.backend << " does not declare paged KV caches yet (cuda_backends.cpp kFa3PagedVerified)";
   const Diagnostics refused = backend->check(p, *tp.platform);
   ASSERT_TRUE(refused.empty()) << "every case here is meant to run on " << param.backend << ": " << refused.summary();
 
@@ -170,6 +172,7 @@ std::vector<GpuParam> paged_params() {
     for (const ParityCase& k : c) out.push_back({b, k});
   return out;
 }
+// (fa3's cases skip, saying why, while fa3 does not declare paged caches.)
 INSTANTIATE_TEST_SUITE_P(GpuPaged, CudaKernels, ::testing::ValuesIn(paged_params()),
                          [](const auto& info) { return info.param.backend + "_" + info.param.c.name; });
 
@@ -177,6 +180,9 @@ INSTANTIATE_TEST_SUITE_P(GpuPaged, CudaKernels, ::testing::ValuesIn(paged_params
 // are a coded reason in check() and plan() alike (no device needed).
 TEST(CudaBackends, Fa3PageSizesFollowItsKeyTiles) {
   const Backend* fa3 = default_registry().find("fa3");
+  if (!fa3->capabilities().paged_kv)
+    GTEST_SKIP() << "fa3 does not declare paged KV caches yet (cuda_backends.cpp kFa3PagedVerified: its paged "
+                    "instances have not run on a GPU)";
   Platform sm90;
   sm90.kind = PlatformKind::cuda;
   sm90.sm = 90;
@@ -186,7 +192,7 @@ TEST(CudaBackends, Fa3PageSizesFollowItsKeyTiles) {
     Problem p = make(16, 512, 2, 2, dim, DType::bf16);
     p.paged_kv = PagedKv{page};
     const Diagnostics why = fa3->check(p, sm90);
-    EXPECT_EQ(why.has_code("AK2118"), !fits) << "d" << dim << " page " << page << ": " << why.summary();
+    EXPECT_EQ(why.has_code("AK2119"), !fits) << "d" << dim << " page " << page << ": " << why.summary();
     if (fits) EXPECT_TRUE(why.empty()) << "d" << dim << " page " << page << ": " << why.summary();
   }
   // Head dims without a paged instance name the ones there are.

@@ -213,7 +213,18 @@ TensorView host_view_of(const std::vector<std::byte>& bytes, TensorView like) {
   return like;
 }
 
-using SpargeGpu = OnGpu;
+// Skips, saying why, until sparge_attn declares its CUDA path (sparge_backend.cpp kSpargeCudaVerified).
+class SpargeGpu : public OnGpu {
+ protected:
+  void SetUp() override {
+    OnGpu::SetUp();
+    if (IsSkipped()) return;
+    Problem p = make_test_problem(256, 256, 1, 1, 128, DType::bf16);
+    if (make_sparge_backend()->check(p, *gpu_).has_code("AK2111"))
+      GTEST_SKIP() << "sparge_attn's CUDA path is not declared yet (sparge_backend.cpp kSpargeCudaVerified: "
+                      "flip it after these tests pass on a GPU)";
+  }
+};
 
 // The selection kernels write exactly the host selection's lists.
 TEST_F(SpargeGpu, SelectionMatchesTheHostSelection) {

@@ -299,6 +299,9 @@ Capabilities fa2_capabilities() {
   return c;
 }
 
+// fa3's paged instances are declared only after a GPU run of GpuPaged/* (issue 15).
+constexpr bool kFa3PagedVerified = false;
+
 // sm_90a cubins run on compute capability 9.0 alone (not Blackwell).
 // Block-sparse lists run on the fa3bs instances (instances.def).
 // Request skip-softmax runs on the fa3ss instances (when this binary has them).
@@ -307,7 +310,12 @@ Capabilities fa3_capabilities() {
   c.min_sm = 90;
   c.max_sm = 90;
   c.block_sparse = true;
-  c.paged_kv = true;  // page sizes that fit its key tiles (AK2118)
+  // Paged caches run on the fa3pg instances (page sizes that fit the key tiles,
+  // AK2119) once they have run on a GPU: on 2026-12-01 only the d64 instance
+  // did (in a version with 32 producer registers, which deadlocked
+  // setmaxnreg at d128 / d256); the 24-register version compiled here has not
+  // run yet. Until then paged problems go to cudnn / cuda_sdpa as before.
+  c.paged_kv = kFa3PagedVerified;
   c.skip_softmax = std::any_of(kernel_entries().begin(), kernel_entries().end(),
                                [](const KernelEntry& e) { return e.info.family == "fa3ss" && e.info.built; });
   return c;
@@ -433,7 +441,7 @@ class CudaBackend final : public Backend {
                          {"block_k", std::to_string(p.block_sparse->block_k)}});
     // A paged cache in whole pages per key tile or whole tiles per page (sm90/traits.hpp).
     if (p.paged_kv && family == "fa3pg" && !cuda::sm90::paged_tiles_fit(p.paged_kv->page_size, entry->info.block_n))
-      out.add("AK2118", {{"backend", name_}, {"tile", std::to_string(entry->info.block_n)},
+      out.add("AK2119", {{"backend", name_}, {"tile", std::to_string(entry->info.block_n)},
                          {"page_size", std::to_string(p.paged_kv->page_size)}});
     if (!entry->info.built && platform.detected && !out.has_code("AK2111"))
       out.add("AK2111", {{"backend", name_},

@@ -93,6 +93,11 @@ Capabilities sparge_capabilities() {
   return c;
 }
 
+// The CUDA path (sparge_select.cu + fa2's block-sparse kernel) is declared
+// once tests/gpu/test_sparge_gpu.cpp has run on a GPU: written and compiled on
+// 2026-12-01, not run yet (issue 19). Until then a GPU plan is AK2111, as before.
+constexpr bool kSpargeCudaVerified = false;
+
 class SpargeBackend final : public SparseVideoBackend {
  public:
   SpargeBackend()
@@ -119,7 +124,7 @@ class SpargeBackend final : public SparseVideoBackend {
   // The selection kernels (backends/cuda/sparge_select.cu), then fa2's
   // block-sparse kernel: 64-key blocks are fa2bs's tiles; fa3bs tiles 128 keys
   // (CudaSparseRunner's rule picks fa2 for the layout on sm_90 too).
-  bool has_cuda_path() const override { return true; }
+  bool has_cuda_path() const override { return kSpargeCudaVerified; }
   Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
                                           const select::BackendConfig& config) const override {
     return plan_on(p, gpu, config);
