@@ -90,6 +90,7 @@ Diagnostics check_capabilities(std::string_view name, const Capabilities& caps, 
   feature(p.heads_q != p.heads_kv, caps.gqa, "grouped-query attention (heads_q != heads_kv)");
   feature(p.softcap > 0.0f, caps.softcap, "softcapping");
   feature(p.has_sinks, caps.sinks, "attention sinks");
+  feature(p.has_gate, caps.gate, "a gate input (Problem::has_gate: the gated branch of video_sparse_attn_h3 and hybrid_window_attn_h3)");
   feature(p.return_lse, caps.lse, "returning the LSE");
   feature(p.paged_kv.has_value(), caps.paged_kv, "a paged KV cache");
   feature(p.diagonal_offsets, caps.diagonal_offsets, "diagonal offsets (a sliding window over ring-attention shards)");

@@ -241,6 +241,13 @@ Diagnostics validate_binding(const Problem& p, const AttentionTensors& t, Bindin
   }
   // Sinks are read one element per head, through their stride.
   if (p.has_sinks) check_tensor(out, t.sinks, {"sinks", DType::f32, {Hq}, false}, p, rules, "has_sinks is set");
+  // The gate is read one element per (token, head), through its strides.
+  if (p.has_gate) {
+    std::vector<std::int64_t> shape = thd ? std::vector<std::int64_t>{q_ok ? t.q.shape[0] : -1, Hq}
+                                          : p.layout == Layout::bhsd ? std::vector<std::int64_t>{B, Hq, Sq}
+                                                                     : std::vector<std::int64_t>{B, Sq, Hq};
+    check_tensor(out, t.gate, {"gate", DType::f32, shape, false}, p, rules, "has_gate is set");
+  }
   if (p.diagonal_offsets &&
       check_tensor(out, t.diagonal_offsets, {"diagonal_offsets", DType::i32, {B}, false}, p, {DeviceKind::cpu, 0},
                    "diagonal_offsets is set") &&
@@ -354,6 +361,7 @@ Diagnostics scan_nonfinite_inputs(const Problem& p, const AttentionTensors& t) {
     scan(t.v, "v");
   }
   if (p.has_sinks) scan(t.sinks, "sinks");
+  if (p.has_gate) scan(t.gate, "gate");
   return out;
 }
 

@@ -185,6 +185,14 @@ void HostProblemData::fill(const ProblemDataOptions& o, std::int64_t tq, std::in
     d.sinks_ = HostTensor(DType::f32, {p.heads_q});
     fill_normal(d.sinks_.view(), rng, 1.0);
   }
+  if (p.has_gate) {  // gates in [0, 1), as a sigmoid gate gives
+    d.gate_ = HostTensor(DType::f32, p.layout == Layout::thd    ? std::vector<std::int64_t>{tq, p.heads_q}
+                                     : p.layout == Layout::bhsd ? std::vector<std::int64_t>{p.batch, p.heads_q, p.seqlen_q}
+                                                                : std::vector<std::int64_t>{p.batch, p.seqlen_q, p.heads_q});
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    auto* g = d.gate_.view().ptr<float>();
+    for (std::int64_t i = 0; i < d.gate_.view().numel(); ++i) g[i] = unit(rng);
+  }
   if (p.layout == Layout::thd) {
     d.cu_q_ = make_cu_seqlens(d.q_lens_);
     if (!p.paged_kv) d.cu_k_ = make_cu_seqlens(d.k_lens_);
@@ -226,6 +234,7 @@ AttentionTensors HostProblemData::tensors_with_outputs(const TensorView& out, co
   t.out = out;
   t.lse = lse;
   t.sinks = sinks_.view();
+  t.gate = gate_.view();
   t.cu_seqlens_q = cu_q_.view();
   t.cu_seqlens_k = cu_k_.view();
   t.block_table = block_table_.view();

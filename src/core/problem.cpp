@@ -73,6 +73,7 @@ std::string Problem::summary() const {
                      block_sparse->batch, block_sparse->heads);
   if (softcap > 0) s += fmt::format(" softcap:{}", softcap);
   if (has_sinks) s += " sinks";
+  if (has_gate) s += " gate";
   if (return_lse) s += " lse";
   if (diagonal_offsets) s += " diagonal-offsets";
   if (paged_kv) s += fmt::format(" paged:{}", paged_kv->page_size);

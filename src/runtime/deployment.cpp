@@ -64,11 +64,31 @@ detail::PlanSet& AttentionLayer::in_force() const { return sets_->for_slot(deplo
 bool AttentionLayer::switchable() const { return sets_->switchable; }
 const select::Decision& AttentionLayer::decision() const { return in_force().decision(); }
 const Backend& AttentionLayer::backend() const { return in_force().backend(); }
-Result<const Plan*> AttentionLayer::plan(const Problem& p) { return in_force().plan(p); }
+Result<const Plan*> AttentionLayer::plan(const Problem& p) {
+  if (Diagnostics why = missing_gate(p); !why.ok()) return why;
+  return in_force().plan(p);
+}
+
+// A call without the gate of a gate feature the checkpoint provides and the
+// backend reads: zero gates would compute another model (AK2118).
+Diagnostics AttentionLayer::missing_gate(const Problem& p) const {
+  if (p.has_gate) return {};
+  const Capabilities& caps = backend().capabilities();
+  const select::Profile& profile = deployment_->profile();
+  for (const auto* features : {&caps.requires_weights, &caps.uses_weights})
+    for (const std::string& name : *features)
+      if (const select::CheckpointFeature* f = select::find_checkpoint_feature(name);
+          f && f->gate_input && profile.checkpoint.has(name))
+        return Diagnostics(diagnose("AK2118", {{"backend", std::string(backend().name())},
+                                               {"model", profile.name},
+                                               {"feature", std::string(f->description)}}));
+  return {};
+}
 std::size_t AttentionLayer::planned_shapes() const { return in_force().size(); }
 
 Diagnostics AttentionLayer::run(const Problem& p, const AttentionTensors& t, Workspace ws, StreamHandle stream) {
   const PreparedRequest::State& request = *deployment_->active_.state_;
+  if (Diagnostics why = missing_gate(p); !why.ok()) return why;
   auto plan = sets_->for_slot(request.slot).plan(p);
   if (!plan) return plan.diagnostics();
   CallContext where = request.context;

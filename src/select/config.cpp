@@ -288,6 +288,9 @@ const std::vector<BackendSchema>& backend_schemas() {
     window_border.choices = {"shift", "cut"};
     window_border.default_text = "shift";
     const KeySchema sparsity = num("sparsity", 0.0, false, 1.0, true, "0.9");
+    // hybrid_window_attn_h3's softmax window (left, right) in tokens, for problems without their own.
+    KeySchema window_size = KeySchema::of("window_size", KeyType::int_list);
+    window_size.count = 2, window_size.min = 0.0, window_size.max = 1073741823.0, window_size.default_text = "512,512";
     return std::vector<BackendSchema>{
         // SpargeAttn's names: topk, or the cumulative-probability threshold cdfthreshd; simthreshd1 the
         // self-similarity below which a block is attended densely.
@@ -300,6 +303,8 @@ const std::vector<BackendSchema>& backend_schemas() {
         {"sol_attn", {dense_backend, count("dense_steps", "10"), dense_layers, num("tau", 0.0, true, std::nullopt, false, "1.0"),
                       count("sink_tokens", "0"), count("sink_start", "0"), kv_splits, thresh_type}},
         {"video_sparse_attn", {sparsity}},
+        {"video_sparse_attn_h3", {sparsity}},
+        {"hybrid_window_attn_h3", {window_size}},
         {"subblock_sparse_attn", {sparsity}},
         {"skip_softmax", {num("threshold_scale_factor", 0.0, true, std::nullopt, false, "(required to enable)"),
                           count("start_step", "0")}},

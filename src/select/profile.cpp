@@ -15,8 +15,8 @@ namespace attnkit::select {
 
 const std::vector<CheckpointFeature>& checkpoint_features() {
   static const std::vector<CheckpointFeature> features = {
-      {"linear_branch", "a gated linear-attention branch beside window softmax attention", "AK4009"},
-      {"compression_gates", "trained compression gates for the coarse branch of video sparse attention", "AK4009"},
+      {"linear_branch", "a gated linear-attention branch beside window softmax attention", "AK4009", true},
+      {"compression_gates", "trained compression gates for the coarse branch of video sparse attention", "AK4009", true},
       {"sparse_mla", "DeepSeek-style sparse MLA (an indexer over a latent KV cache, as GLM-DSA)", "AK4015"},
   };
   return features;

@@ -27,6 +27,7 @@ struct Capabilities {
   bool gqa = true;
   bool softcap = true;
   bool sinks = true;
+  bool gate = false;  // reads Problem::has_gate's gate (a backend with a gated second branch)
   bool lse = true;  // returns the LSE: what makes a backend ring-capable (ring_capable())
   bool paged_kv = false;
   bool diagonal_offsets = false;  // Problem::diagonal_offsets (sliding windows of ring shards)

@@ -7,6 +7,8 @@
 //   sliding_tile_attn  3D tile windows over video latents (STA), per layer / head from a mask strategy
 //   sparge_attn        top-k key blocks per query block from pooled q / k similarity (SpargeAttn)
 //   sol_attn           dense for its first steps / layers, Sol-Attn's routed tiles after
+//   video_sparse_attn_h3   VSA: coarse pooled-cube attention, top-k cubes exact, plus the gated coarse output
+//   hybrid_window_attn_h3  VDN-H3: window softmax plus the gated linear-attention branch
 #include <memory>
 
 #include "attnkit/backends/registry.hpp"
@@ -16,6 +18,8 @@ namespace attnkit {
 std::unique_ptr<Backend> make_sliding_tile_backend();
 std::unique_ptr<Backend> make_sparge_backend();
 std::unique_ptr<Backend> make_sol_backend();
+std::unique_ptr<Backend> make_video_sparse_backend();
+std::unique_ptr<Backend> make_hybrid_window_backend();
 // All of the above, in that order.
 void register_sparse_backends(Registry& registry);
 

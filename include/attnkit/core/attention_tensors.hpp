@@ -15,6 +15,8 @@ struct AttentionTensors {
   TensorView out;      // q's layout, head dim = head_dim_v
   TensorView lse;      // fp32 [batch, heads_q, seqlen_q] or [heads_q, total_q] (THD)
   TensorView sinks;    // fp32 [heads_q]
+  TensorView gate;     // fp32 [batch, seqlen_q, heads_q] (BSHD), [batch, heads_q, seqlen_q] (BHSD),
+                       // [total_q, heads_q] (THD); Problem::has_gate only; any strides
   TensorView cu_seqlens_q, cu_seqlens_k;  // int32 [batch + 1], THD only
   TensorView block_table;                 // int32 [batch, max_pages], paged only
   TensorView seqlens_k;                   // int32 [batch], paged only
@@ -55,6 +57,17 @@ AK_HOST_DEVICE HeadRows head_rows(Layout layout, const std::int64_t* strides, in
     case Layout::thd: return {token_offset * strides[0] + h * strides[1], strides[0]};
   }
   return {};
+}
+
+// Element offset of gate[(b, h, row i)] for `layout` (see AttentionTensors::gate).
+AK_HOST_DEVICE std::int64_t gate_offset(Layout layout, const std::int64_t* strides, int b, int h, std::int64_t i,
+                                        std::int64_t token_offset) {
+  switch (layout) {
+    case Layout::bshd: return b * strides[0] + i * strides[1] + h * strides[2];
+    case Layout::bhsd: return b * strides[0] + h * strides[1] + i * strides[2];
+    case Layout::thd: return (token_offset + i) * strides[0] + h * strides[1];
+  }
+  return 0;
 }
 
 // Lengths and packed offsets of sequence b, read from host-resident tensors.

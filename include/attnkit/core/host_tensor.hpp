@@ -35,7 +35,7 @@ struct ProblemDataOptions {
   double empty_block_rows = 0.0;  // block-sparse: fraction of query blocks whose list is empty
 };
 
-// Random inputs (standard normal q, k, v and sinks, random masks and
+// Random inputs (standard normal q, k, v and sinks, gates uniform in [0, 1), random masks and
 // block-sparse lists, a shuffled paged block table) and poisoned outputs for a
 // Problem. Refuses (AK1013) a problem whose buffers do not fit in this
 // machine's available memory.
@@ -61,7 +61,7 @@ class HostProblemData {
             std::int64_t total_pages);
   Problem problem_;
   std::vector<int> q_lens_, k_lens_;
-  HostTensor q_, k_, v_, out_, lse_, sinks_, cu_q_, cu_k_, block_table_, seqlens_k_, block_offsets_, block_indices_,
+  HostTensor q_, k_, v_, out_, lse_, sinks_, gate_, cu_q_, cu_k_, block_table_, seqlens_k_, block_offsets_, block_indices_,
       custom_mask_;
 };
 

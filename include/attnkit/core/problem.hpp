@@ -103,6 +103,11 @@ struct Problem {
   float softcap = 0.0f;          // > 0: s <- softcap * tanh(s / softcap)
   std::optional<float> scale;    // default 1 / sqrt(head_dim_qk)
   bool has_sinks = false;        // per-head sink logit [heads_q] (fp32), joins the denominator
+  // A per-token, per-head gate (fp32, q's layout without the head dim) that
+  // scales a second branch of the backends that have one (the coarse branch of
+  // video_sparse_attn_h3, the linear branch of hybrid_window_attn_h3;
+  // docs/sparse.md). Other backends refuse it (AK2109).
+  bool has_gate = false;
   bool return_lse = false;       // natural-log LSE (fp32): [batch, heads_q, seqlen_q] or [heads_q, total_q]
   // Causal / window masks of a shard of longer sequences (ring attention): query
   // i of sequence b is aligned with key i + diagonal_offsets[b] (int32 [batch],

@@ -83,7 +83,8 @@ class AttentionLayer {
 
   // The plan for `p` under the decision in force: planned on the first call
   // with an equal Problem (by any layer of this component and role), then
-  // returned from the cache. A backend that refuses `p` gives its reasons.
+  // returned from the cache. A backend that refuses `p` gives its reasons;
+  // a call without the gate the checkpoint provides for the backend is AK2118.
   Result<const Plan*> plan(const Problem& p);
   // How many problem shapes the decision in force has planned.
   std::size_t planned_shapes() const;
@@ -97,6 +98,7 @@ class AttentionLayer {
   AttentionLayer(const Deployment& deployment, detail::RoleSets& sets, std::string component, std::string role,
                  std::int64_t index);
   detail::PlanSet& in_force() const;
+  Diagnostics missing_gate(const Problem& p) const;
 
   const Deployment* deployment_;
   detail::RoleSets* sets_;

@@ -22,6 +22,7 @@ struct CheckpointFeature {
   std::string_view name;         // linear_branch, compression_gates, sparse_mla
   std::string_view description;  // for messages: "a gated linear-attention branch"
   std::string_view missing_code; // raised when a backend requires it and the checkpoint lacks it
+  bool gate_input = false;       // a call passes it as AttentionTensors::gate (a layer refuses a call without it: AK2118)
 };
 const std::vector<CheckpointFeature>& checkpoint_features();
 const CheckpointFeature* find_checkpoint_feature(std::string_view name);

@@ -126,13 +126,6 @@ std::vector<Row> modelled_table() {
   rows.push_back({"video_sparse_attn", "video sparse attention (coarse top-k cubes + fine block attention)",
                   sparse_caps({64, 128})});
   rows.push_back({"subblock_sparse_attn", "sub-block sparse attention for video DiTs", sparse_caps({64, 128})});
-  rows.push_back({"video_sparse_attn_h3", "MiniMax-H3 video sparse attention with the gated compression branch",
-                  with(sparse_caps({64, 128}), [](Capabilities& c) { c.uses_weights = {"compression_gates"}; })});
-  rows.push_back({"hybrid_window_attn_h3", "VDN-H3 hybrid: window softmax plus a gated linear branch",
-                  with(sparse_caps({64, 128}), [](Capabilities& c) {
-                    c.switchable_per_request = false;
-                    c.requires_weights = {"linear_branch"};
-                  })});
   // ---- LLM-side CUDA backends
   rows.push_back({"flashinfer", "FlashInfer prefill/decode kernels (paged KV, split-KV decode)",
                   with(cuda_caps(75, 0, kHalf, {64, 128, 256}), [](Capabilities& c) {

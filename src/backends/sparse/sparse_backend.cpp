@@ -59,6 +59,8 @@ void register_sparse_backends(Registry& registry) {
   registry.add(make_sliding_tile_backend());
   registry.add(make_sparge_backend());
   registry.add(make_sol_backend());
+  registry.add(make_video_sparse_backend());
+  registry.add(make_hybrid_window_backend());
 }
 
 }  // namespace attnkit

@@ -1,0 +1,270 @@
+// video_sparse_attn_h3 on the CPU: the pure rules (keep count, cube pooling,
+// top-k) against brute force, the plan against an fp64 oracle of
+// docs/sparse.md written from token coordinates, zero gates as the pure fine
+// pass, refusals, and the error against dense on video-like inputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "attnkit/backends/cpu_flash.hpp"
+#include "attnkit/backends/sparse.hpp"
+#include "attnkit/core/error_stats.hpp"
+#include "attnkit/core/host_tensor.hpp"
+#include "attnkit/sparse/video_sparse.hpp"
+#include "sparse_test_util.hpp"
+
+namespace attnkit::sparse {
+namespace {
+
+TEST(VideoSparse, KeepCount) {
+  EXPECT_EQ(video_sparse_keep(0.9, 30), 3);    // ceil(0.1 * 30) = 3, not 4 from rounding
+  EXPECT_EQ(video_sparse_keep(0.5, 5), 3);     // ceil(2.5)
+  EXPECT_EQ(video_sparse_keep(0.0, 7), 7);
+  EXPECT_EQ(video_sparse_keep(0.99, 10), 1);   // at least one
+  EXPECT_EQ(video_sparse_keep(0.75, 8), 2);
+  EXPECT_EQ(video_sparse_keep(0.7, 8), 3);     // ceil(2.4)
+}
+
+TEST(VideoSparse, PoolCubesMatchesBruteForce) {
+  const VideoGrid grid{4, 8, 12};
+  const VideoTiling cubes = video_cubes(grid);
+  const int d = 3, n = static_cast<int>(grid.tokens());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<std::size_t>(n) * d * 2);  // row stride 2 * d: a strided slice
+  for (float& e : x) e = normal(rng);
+  std::vector<float> mean(static_cast<std::size_t>(cubes.tiles()) * d);
+  std::vector<double> scratch(d);
+  pool_cubes(cubes, x.data(), DType::f32, d, 2 * d, d, mean.data(), scratch.data());
+  // Brute force: cube (t / 4, y / 4, x / 4) of raster token (t, y, x), cubes numbered t-major.
+  std::vector<double> sum(mean.size(), 0.0);
+  for (int t = 0; t < grid.frames; ++t)
+    for (int y = 0; y < grid.height; ++y)
+      for (int w = 0; w < grid.width; ++w) {
+        const int r = (t * grid.height + y) * grid.width + w;
+        const int c = ((t / 4) * (grid.height / 4) + y / 4) * (grid.width / 4) + w / 4;
+        for (int e = 0; e < d; ++e) sum[c * d + e] += x[static_cast<std::size_t>(r) * 2 * d + d + e] / 64.0;
+      }
+  for (std::size_t i = 0; i < mean.size(); ++i) EXPECT_NEAR(mean[i], sum[i], 1e-5) << i;
+}
+
+TEST(VideoSparse, TopCubesMatchesASortedBruteForce) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> level(0, 6);  // few values: many ties
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + trial % 17, k = 1 + trial % n;
+    std::vector<double> scores(n);
+    for (double& s : scores) s = level(rng);
+    std::vector<int> want(n);
+    std::iota(want.begin(), want.end(), 0);
+    std::stable_sort(want.begin(), want.end(), [&](int a, int b) { return scores[a] > scores[b]; });
+    want.resize(k);
+    std::sort(want.begin(), want.end());
+    std::vector<std::int32_t> keep(k);
+    std::vector<std::uint32_t> order(n);
+    top_cubes(scores, keep, order);
+    EXPECT_EQ(std::vector<int>(keep.begin(), keep.end()), want) << "trial " << trial;
+  }
+}
+
+// 8 x 8 x 12 latents: 2 x 2 x 3 = 12 cubes of 64 tokens (768 tokens), 2 sequences,
+// 4 query heads over 2 kv heads, d64.
+Problem vsa_problem(Layout layout = Layout::bshd, DType dtype = DType::f32, bool gate = true) {
+  Problem p = testing::video_problem({8, 8, 12}, 0, 2, 4, 2, 64, dtype);
+  p.layout = layout;
+  p.has_gate = gate;
+  return p;
+}
+
+// docs/sparse.md section "video_sparse_attn_h3" in fp64, from token
+// coordinates: cube means, coarse softmax, the top-k cubes by a stable sort,
+// token-level softmax over the kept cubes' keys, out = fine + gate * coarse.
+// gate_scale multiplies the gate (0: the pure fine pass).
+std::vector<double> oracle(const Problem& p, const AttentionTensors& t, double sparsity, double gate_scale) {
+  const VideoGrid g = *p.video;
+  const int ch = g.height / 4, cw = g.width / 4, nc = (g.frames / 4) * ch * cw, S = p.seqlen_q;
+  const int d = p.head_dim_qk, dv = p.head_dim_v;
+  const int keep = std::max(1, static_cast<int>(std::ceil((1 - sparsity) * nc - 1e-9)));
+  auto cube = [&](int r) {
+    const int w = r % g.width, y = r / g.width % g.height, f = r / (g.width * g.height);
+    return ((f / 4) * ch + y / 4) * cw + w / 4;
+  };
+  auto at = [&](const TensorView& x, int b, int h, int s, int c) {
+    const HeadRows r = head_rows(p.layout, x.strides.data(), b, h, 0);
+    return load_as_double(x.data, x.dtype, r.offset + s * r.row_stride + c);
+  };
+  std::vector<double> out(static_cast<std::size_t>(p.batch) * S * p.heads_q * dv);  // [b, s, h, dv]
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h) {
+      const int hk = h / p.gqa_ratio();
+      std::vector<double> Q(static_cast<std::size_t>(S) * d), K(Q.size()), V(static_cast<std::size_t>(S) * dv);
+      for (int r = 0; r < S; ++r) {
+        for (int c = 0; c < d; ++c) Q[r * d + c] = at(t.q, b, h, r, c), K[r * d + c] = at(t.k, b, hk, r, c);
+        for (int c = 0; c < dv; ++c) V[r * dv + c] = at(t.v, b, hk, r, c);
+      }
+      std::vector<std::vector<double>> qm(nc, std::vector<double>(d)), km(nc, std::vector<double>(d)),
+          vm(nc, std::vector<double>(dv));
+      for (int r = 0; r < S; ++r) {
+        for (int c = 0; c < d; ++c) qm[cube(r)][c] += Q[r * d + c] / 64, km[cube(r)][c] += K[r * d + c] / 64;
+        for (int c = 0; c < dv; ++c) vm[cube(r)][c] += V[r * dv + c] / 64;
+      }
+      for (int a = 0; a < nc; ++a) {
+        std::vector<double> sc(nc), coarse(dv, 0.0);
+        for (int c = 0; c < nc; ++c) {
+          sc[c] = 0;
+          for (int e = 0; e < d; ++e) sc[c] += p.softmax_scale() * qm[a][e] * km[c][e];
+        }
+        const double mx = *std::max_element(sc.begin(), sc.end());
+        double z = 0;
+        for (int c = 0; c < nc; ++c) z += std::exp(sc[c] - mx);
+        for (int c = 0; c < nc; ++c)
+          for (int e = 0; e < dv; ++e) coarse[e] += std::exp(sc[c] - mx) / z * vm[c][e];
+        std::vector<int> order(nc);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return sc[x] > sc[y]; });
+        std::vector<bool> kept(nc, false);
+        for (int i = 0; i < keep; ++i) kept[order[i]] = true;
+        for (int i = 0; i < S; ++i) {
+          if (cube(i) != a) continue;
+          std::vector<double> s(S, -INFINITY);
+          double m = -INFINITY;
+          for (int j = 0; j < S; ++j)
+            if (kept[cube(j)]) {
+              s[j] = 0;
+              for (int e = 0; e < d; ++e) s[j] += p.softmax_scale() * Q[i * d + e] * K[j * d + e];
+              m = std::max(m, s[j]);
+            }
+          double den = 0;
+          for (int j = 0; j < S; ++j) den += kept[cube(j)] ? std::exp(s[j] - m) : 0.0;
+          const double gate = p.has_gate ? gate_scale * load_as_double(t.gate.data, DType::f32,
+                                                                       gate_offset(p.layout, t.gate.strides.data(), b, h, i, 0))
+                                         : 0.0;
+          for (int e = 0; e < dv; ++e) {
+            double fine = 0;
+            for (int j = 0; j < S; ++j)
+              if (kept[cube(j)]) fine += std::exp(s[j] - m) / den * V[j * dv + e];
+            out[((static_cast<std::size_t>(b) * S + i) * p.heads_q + h) * dv + e] = fine + gate * coarse[e];
+          }
+        }
+      }
+    }
+  return out;
+}
+
+// The backend's out as [b, s, h, dv] doubles.
+std::vector<double> got_of(const Problem& p, const TensorView& out) {
+  std::vector<double> v(static_cast<std::size_t>(p.batch) * p.seqlen_q * p.heads_q * p.head_dim_v);
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h) {
+      const HeadRows r = head_rows(p.layout, out.strides.data(), b, h, 0);
+      for (int i = 0; i < p.seqlen_q; ++i)
+        for (int e = 0; e < p.head_dim_v; ++e)
+          v[((static_cast<std::size_t>(b) * p.seqlen_q + i) * p.heads_q + h) * p.head_dim_v + e] =
+              load_as_double(out.data, out.dtype, r.offset + i * r.row_stride + e);
+    }
+  return v;
+}
+
+testing::SparseRun run_vsa(const Problem& p, const select::BackendConfig& c, const AttentionTensors& t) {
+  return testing::run_on_cpu(*make_video_sparse_backend(), p, c, {}, t);
+}
+
+TEST(VideoSparse, MatchesAnFp64Oracle) {
+  for (const auto& [layout, sparsity] : {std::pair{Layout::bshd, 0.5}, std::pair{Layout::bhsd, 0.8}}) {
+      const Problem p = vsa_problem(layout);
+      auto data = HostProblemData::create(p, {.seed = 7});
+      ASSERT_TRUE(data.ok());
+      testing::fill_video_like(p, data->tensors(), {.seed = 7});
+      const testing::SparseRun r = run_vsa(p, {{"sparsity", sparsity}}, data->tensors());
+      ASSERT_TRUE(r.ran.ok()) << r.ran.summary();
+      const double err = testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), sparsity, 1.0));
+      EXPECT_LT(err, 1e-5) << layout_name(layout) << " sparsity " << sparsity;
+      if (layout == Layout::bshd)  // and the gate matters: the oracle without it is far
+        EXPECT_GT(testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), sparsity, 0.0)), 1e-2);
+      const int keep = video_sparse_keep(sparsity, 12);
+      EXPECT_NEAR(r.stats.skipped_fraction(), 1.0 - keep / 12.0, 1e-12);
+    }
+}
+
+TEST(VideoSparse, Bf16MatchesTheOracle) {
+  const Problem p = vsa_problem(Layout::bshd, DType::bf16);
+  auto data = HostProblemData::create(p, {.seed = 8});
+  ASSERT_TRUE(data.ok());
+  testing::fill_video_like(p, data->tensors(), {.seed = 8});
+  ASSERT_TRUE(run_vsa(p, {{"sparsity", 0.75}}, data->tensors()).ran.ok());
+  EXPECT_LT(testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), 0.75, 1.0)), 1e-2);
+}
+
+TEST(VideoSparse, ZeroGatesArePureBlockSparse) {
+  const Problem gated = vsa_problem();
+  auto data = HostProblemData::create(gated, {.seed = 9});
+  ASSERT_TRUE(data.ok());
+  testing::fill_video_like(gated, data->tensors(), {.seed = 9});
+  std::memset(data->tensors().gate.data, 0, data->tensors().gate.numel() * sizeof(float));
+  ASSERT_TRUE(run_vsa(gated, {{"sparsity", 0.6}}, data->tensors()).ran.ok());
+  const std::vector<double> zero_gates = got_of(gated, data->tensors().out);
+  // No gate input: the same numbers, and the oracle's fine pass.
+  const Problem plain = vsa_problem(Layout::bshd, DType::f32, false);
+  ASSERT_TRUE(run_vsa(plain, {{"sparsity", 0.6}}, data->tensors()).ran.ok());
+  EXPECT_EQ(got_of(plain, data->tensors().out), zero_gates);
+  EXPECT_LT(testing::rel_l2(zero_gates, oracle(plain, data->tensors(), 0.6, 0.0)), 1e-5);
+}
+
+TEST(VideoSparse, Refusals) {
+  const Platform cpu = detect_cpu_platform();
+  const auto vsa = make_video_sparse_backend();
+  Problem p = vsa_problem();
+  p.video.reset();
+  EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2115"));
+  p = testing::video_problem({6, 8, 12}, 0, 1, 2, 2, 64, DType::f32);  // 6 frames: not whole cubes
+  EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2116"));
+  p = testing::video_problem({8, 8, 12}, 16, 1, 2, 2, 64, DType::f32);  // text tokens
+  EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2116"));
+  p = vsa_problem();
+  EXPECT_TRUE(run_vsa(p, {{"sparsity", 1.0}}, {}).ran.has_code("AK3103"));  // sparsity in [0, 1)
+  // The gate's binding: missing, wrong dtype, wrong shape.
+  auto data = HostProblemData::create(p, {.seed = 1});
+  ASSERT_TRUE(data.ok());
+  AttentionTensors t = data->tensors();
+  t.gate = {};
+  EXPECT_TRUE(run_vsa(p, {}, t).ran.has_code("AK1101"));
+  HostTensor wrong_shape(DType::f32, {p.batch, p.heads_q, p.seqlen_q});  // BHSD order for a BSHD call
+  t.gate = wrong_shape.view();
+  EXPECT_TRUE(run_vsa(p, {}, t).ran.has_code("AK1103"));
+  HostTensor wrong_dtype(DType::bf16, {p.batch, p.seqlen_q, p.heads_q});
+  t.gate = wrong_dtype.view();
+  EXPECT_TRUE(run_vsa(p, {}, t).ran.has_code("AK1104"));
+  // Dense backends refuse a gate: they would ignore it.
+  EXPECT_TRUE(make_cpu_flash_backend()->check(p, cpu).has_code("AK2109"));
+  // Planned on this machine's GPU it is not built (a named CUDA platform validates as before).
+  EXPECT_TRUE(vsa->check(vsa_problem(Layout::bshd, DType::bf16), *parse_platform("cuda:sm90")).ok());
+}
+
+// Accuracy against dense on video-like inputs, zero gates (base H3 weights):
+// the bounds docs/sparse.md states.
+TEST(VideoSparse, ErrorAgainstDenseOnVideoLikeInputs) {
+  Problem p = testing::video_problem({8, 16, 16}, 0, 1, 2, 2, 64, DType::f32);
+  auto data = HostProblemData::create(p, {.seed = 11});
+  ASSERT_TRUE(data.ok());
+  testing::fill_video_like(p, data->tensors(), {.seed = 11});
+  auto dense = make_cpu_flash_backend()->plan(p, detect_cpu_platform());
+  ASSERT_TRUE(dense.ok());
+  HostTensor dense_out = data->make_output(p.out_dtype());
+  std::vector<std::byte> ws((*dense)->workspace_bytes());
+  ASSERT_TRUE((*dense)->run(data->tensors_with_outputs(dense_out.view(), {}), ws, nullptr).ok());
+  double last = 0;
+  for (double sparsity : {0.5, 0.75, 0.9}) {
+    ASSERT_TRUE(run_vsa(p, {{"sparsity", sparsity}}, data->tensors()).ran.ok());
+    const double err = compare_outputs(data->tensors().out, dense_out.view()).rel_l2;
+    EXPECT_GE(err, last) << sparsity;  // more skipped, more error
+    last = err;
+  }
+  EXPECT_LT(last, 0.5);
+}
+
+}  // namespace
+}  // namespace attnkit::sparse
