@@ -123,6 +123,26 @@ int main(int argc, char** argv) {
     report("sol_attn", "tau " + std::to_string(tau).substr(0, 4),
            run(*plan_of(*sol, {{"tau", tau}, {"dense_steps", std::int64_t{0}}, {"dense_layers", std::string("")}}),
                {5, 3}, data->tensors()));
+  // video_sparse_attn_h3 without a gate (base H3 weights: the pure fine pass), 4x4x4 cubes.
+  const auto vsa = make_video_sparse_backend();
+  for (double sparsity : {0.5, 0.75, 0.875, 0.9, 0.95})
+    report("video_sparse_attn_h3", "sparsity " + std::to_string(sparsity).substr(0, 5) + ", gate 0",
+           run(*plan_of(*vsa, {{"sparsity", sparsity}}), {}, data->tensors()));
+  // hybrid_window_attn_h3's softmax window alone (gate 0: its linear branch is
+  // the checkpoint's, not an approximation of dense); skipped: the (query, key)
+  // pairs outside the window.
+  const auto hybrid = make_hybrid_window_backend();
+  for (int side : {64, 128, 256, 512, 1024}) {
+    SparsityStats outside = run(*plan_of(*hybrid, {{"window_size", std::to_string(side) + "," + std::to_string(side)}}),
+                                {}, data->tensors());
+    const std::int64_t S = p.seqlen_q;
+    std::int64_t seen = 0;
+    for (std::int64_t i = 0; i < S; ++i) seen += std::min(S - 1, i + side) - std::max<std::int64_t>(0, i - side) + 1;
+    outside.blocks = S * S;
+    outside.blocks_skipped = S * S - seen;
+    report("hybrid_window_attn_h3", "window_size " + std::to_string(side) + "," + std::to_string(side) + ", gate 0",
+           outside);
+  }
   // Request skip-softmax on cpu_flash, 128-key decision blocks.
   for (double factor : {0.1, 1.0, 10.0, 100.0, 1000.0}) {
     CallContext where;

@@ -287,12 +287,12 @@ def _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layou
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
          cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, make_out=None, layer=None,
-         block_sparse=None, block_offsets=None, block_indices=None, video_grid=None):
+         block_sparse=None, block_offsets=None, block_indices=None, video_grid=None, gate=None):
     """Plans (once per call shape) and runs one call: with the selection for one call, or,
     for a Deployment `layer`, with the plan of the layer's decision in force. The problem
     is validated before any output is allocated; `make_out(dtype)` returns (result, the
     [b, s, h, d] view the kernel writes)."""
-    for name, x in (("sinks", sinks), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+    for name, x in (("sinks", sinks), ("gate", gate), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                     ("block_table", block_table), ("cache_seqlens", seqlens_k)):
         if x is not None:  # q, k, v were checked by the caller's _shape
             _require_array(x, name)
@@ -306,14 +306,14 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
     head_dim_qk, head_dim_v = int(q.shape[-1]), int(v.shape[-1])
     video_grid = _video_grid(video_grid)
     key = (layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v, dtype, causal,
-           left, right, softcap, softmax_scale, sinks is not None, return_lse, page_size, block_sparse,
+           left, right, softcap, softmax_scale, sinks is not None, gate is not None, return_lse, page_size, block_sparse,
            video_grid, requested, _global_force() if requested == "auto" else "", device)
     plans = _plans if layer is None else layer._calls
     plan = plans.get(key)
     if plan is None:
         problem = _make_problem(layout, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v,
                                 dtype, causal, (left, right), softcap, softmax_scale, sinks is not None,
-                                return_lse, page_size, block_sparse, video_grid)
+                                gate is not None, return_lse, page_size, block_sparse, video_grid)
         plan = _plan(problem, requested, device) if layer is None else layer._bind(problem)
         if len(plans) >= _MAX_PLANS:
             plans.clear()
@@ -326,7 +326,7 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
         result = out = _arrays.empty(q, out_shape, plan.out_dtype, "out", out_fill)
     lse = _arrays.empty(q, lse_shape, "fp32", "lse", lse_fill) if return_lse else None
     workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8", "workspace") if plan.workspace_bytes else None
-    refused = plan.run(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets,
+    refused = plan.run(q, k, v, out, lse, sinks, gate, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets,
                        block_indices, workspace, _arrays.current_stream(q))
     if refused:
         raise AttnkitError(refused)
@@ -336,7 +336,7 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
 
 def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
               return_lse=False, backend="auto", block_offsets=None, block_indices=None, block_q=128, block_k=128,
-              block_layout=None, block_mask=None, video_grid=None):
+              block_layout=None, block_mask=None, video_grid=None, gate=None):
     """Scaled dot-product attention over [batch, seqlen, heads, head_dim] arrays.
 
     k and v may have fewer heads than q (GQA/MQA); causal is bottom-right aligned
@@ -354,16 +354,20 @@ def attention(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, softm
     video_grid=(frames, height, width): the first frames * height * width tokens of each
     sequence are video latents in raster order (the rest text tokens), what the sparse video
     backends (sliding_tile_attn, ...) read; dense backends ignore it.
+
+    gate: a float32 [batch, seqlen_q, heads_q] per-token, per-head gate of the backends with a
+    gated second branch (video_sparse_attn_h3: out = fine + gate * coarse; hybrid_window_attn_h3:
+    out = window softmax + gate * linear; docs/sparse.md). Other backends refuse it (AK2109).
     """
     return _attention(q, k, v, causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale,
                       sinks=sinks, return_lse=return_lse, backend=backend, block_offsets=block_offsets,
                       block_indices=block_indices, block_q=block_q, block_k=block_k, block_layout=block_layout,
-                      block_mask=block_mask, video_grid=video_grid)
+                      block_mask=block_mask, video_grid=video_grid, gate=gate)
 
 
 def _attention(q, k, v, *, causal, window_size, softcap, softmax_scale, sinks, return_lse, backend, layer=None,
                block_offsets=None, block_indices=None, block_q=128, block_k=128, block_layout=None, block_mask=None,
-               video_grid=None):
+               video_grid=None, gate=None):
     b, sq, hq, _ = _shape(q, 4, "q", "bshd")
     _, sk, hkv, _ = _shape(k, 4, "k", "bshd")
     dv = _shape(v, 4, "v", "bshd")[-1]
@@ -372,7 +376,8 @@ def _attention(q, k, v, *, causal, window_size, softcap, softmax_scale, sinks, r
     return _run("bshd", q, k, v, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_kv=hkv,
                 out_shape=(b, sq, hq, dv), lse_shape=(b, hq, sq), causal=causal, window_size=window_size,
                 softcap=softcap, softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
-                layer=layer, block_sparse=sparse, block_offsets=offsets, block_indices=indices, video_grid=video_grid)
+                layer=layer, block_sparse=sparse, block_offsets=offsets, block_indices=indices, video_grid=video_grid,
+                gate=gate)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,

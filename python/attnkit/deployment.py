@@ -78,12 +78,14 @@ class Layer:
         return self.causal if causal is None else causal  # attnkit._run refuses a non-bool (AK1014)
 
     def __call__(self, q, k, v, *, causal=None, window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None,
-                 return_lse=False, video_grid=None):
-        """Like attnkit.attention(); video_grid=(frames, height, width) for the sparse video backends."""
+                 return_lse=False, video_grid=None, gate=None):
+        """Like attnkit.attention(); video_grid=(frames, height, width) for the sparse video backends,
+        gate (float32 [batch, seqlen, heads]) for the gated ones (a checkpoint that provides the
+        gate's weights needs it: AK2118)."""
         from . import _attention
         return _attention(q, k, v, causal=self._causal(causal), window_size=window_size, softcap=softcap,
                           softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend="auto", layer=self,
-                          video_grid=video_grid)
+                          video_grid=video_grid, gate=gate)
 
     def varlen(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=None,
                window_size=(-1, -1), softcap=0.0, softmax_scale=None, sinks=None, return_lse=False):

@@ -101,7 +101,8 @@ def attention(q, k, v, comm, *, ring_degree=1, ulysses_degree=1, causal=False, w
         seqlen_q = replicated_tokens + _sum(comm, sq_local - replicated_tokens)
         seqlen_k = replicated_tokens + _sum(comm, sk_local - replicated_tokens)
         problem = _make_problem("bshd", b, seqlen_q, seqlen_k, hq, hkv, int(q.shape[-1]), dv, dtype, bool(causal),
-                                (left, right), softcap, softmax_scale, sinks is not None, bool(return_lse), None, None, None)
+                                (left, right), softcap, softmax_scale, sinks is not None, False, bool(return_lse), None, None,
+                                None)
         device_index = q.device.index if _arrays.framework(q) == "torch" and q.is_cuda else 0
         plan = _dist_plan(problem, ring_degree, ulysses_degree, replicated_tokens, backend, device, device_index or 0,
                           comm)
@@ -110,7 +111,7 @@ def attention(q, k, v, comm, *, ring_degree=1, ulysses_degree=1, causal=False, w
     out = _arrays.empty(q, (b, sq_local, hq, dv), plan.out_dtype, "out")
     lse = _arrays.empty(q, (b, hq, sq_local), "fp32", "lse") if return_lse else None
     workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8", "workspace") if plan.workspace_bytes else None
-    refused = plan.run(q, k, v, out, lse, sinks, None, None, None, None, None, None, workspace,
+    refused = plan.run(q, k, v, out, lse, sinks, None, None, None, None, None, None, None, workspace,
                        _arrays.current_stream(q))
     if refused:
         raise AttnkitError(refused)

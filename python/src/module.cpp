@@ -97,18 +97,19 @@ std::optional<TensorView> view_of(const std::optional<Array>& a, const char* nam
 // argument) and kept referenced until the run returns, and the views a Plan
 // runs on.
 struct CallArrays {
-  std::optional<In> q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets, block_indices;
+  std::optional<In> q, k, v, sinks, gate, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets, block_indices;
   std::optional<Out> out, lse, workspace_array;
   AttentionTensors tensors;
   Workspace workspace;
 };
 
 CallArrays bind_arrays(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse, nb::handle sinks,
-                       nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
+                       nb::handle gate, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
                        nb::handle block_offsets, nb::handle block_indices, nb::handle workspace) {
   CallArrays c;
   c.q = array_of<In>(q, "q"), c.k = array_of<In>(k, "k"), c.v = array_of<In>(v, "v");
   c.sinks = array_of<In>(sinks, "sinks");
+  c.gate = array_of<In>(gate, "gate");
   c.cu_seqlens_q = array_of<In>(cu_seqlens_q, "cu_seqlens_q"), c.cu_seqlens_k = array_of<In>(cu_seqlens_k, "cu_seqlens_k");
   c.block_table = array_of<In>(block_table, "block_table"), c.seqlens_k = array_of<In>(seqlens_k, "cache_seqlens");
   c.block_offsets = array_of<In>(block_offsets, "block_offsets");
@@ -117,7 +118,7 @@ CallArrays bind_arrays(nb::handle q, nb::handle k, nb::handle v, nb::handle out,
   c.workspace_array = array_of<Out>(workspace, "workspace");
   AttentionTensors& t = c.tensors;
   for (auto [view, array, name] : {std::tuple<TensorView*, const std::optional<In>*, const char*>{&t.q, &c.q, "q"},
-                                   {&t.k, &c.k, "k"}, {&t.v, &c.v, "v"}, {&t.sinks, &c.sinks, "sinks"},
+                                   {&t.k, &c.k, "k"}, {&t.v, &c.v, "v"}, {&t.sinks, &c.sinks, "sinks"}, {&t.gate, &c.gate, "gate"},
                                    {&t.cu_seqlens_q, &c.cu_seqlens_q, "cu_seqlens_q"},
                                    {&t.cu_seqlens_k, &c.cu_seqlens_k, "cu_seqlens_k"},
                                    {&t.block_table, &c.block_table, "block_table"},
@@ -150,9 +151,9 @@ struct PyRunnable {
   virtual Diagnostics launch(const AttentionTensors& t, Workspace ws, StreamHandle stream) = 0;
 
   nb::list run(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse, nb::handle sinks,
-               nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
+               nb::handle gate, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle block_table, nb::handle seqlens_k,
                nb::handle block_offsets, nb::handle block_indices, nb::handle workspace, std::uintptr_t stream) {
-    const CallArrays c = bind_arrays(q, k, v, out, lse, sinks, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k,
+    const CallArrays c = bind_arrays(q, k, v, out, lse, sinks, gate, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k,
                                      block_offsets, block_indices, workspace);
     Diagnostics ran;
     {
@@ -209,7 +210,8 @@ int int32_arg(const char* field, std::int64_t value) {
 Problem make_problem(const std::string& layout, std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k,
                      std::int64_t heads_q, std::int64_t heads_kv, std::int64_t head_dim_qk, std::int64_t head_dim_v,
                      const std::string& dtype, bool causal, std::pair<std::int64_t, std::int64_t> window, float softcap,
-                     std::optional<float> scale, bool has_sinks, bool return_lse, std::optional<std::int64_t> page_size,
+                     std::optional<float> scale, bool has_sinks, bool has_gate, bool return_lse,
+                     std::optional<std::int64_t> page_size,
                      std::optional<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> block_sparse,
                      std::optional<std::tuple<std::int64_t, std::int64_t, std::int64_t>> video) {
   Problem p;
@@ -236,6 +238,7 @@ Problem make_problem(const std::string& layout, std::int64_t batch, std::int64_t
   p.softcap = softcap;
   p.scale = scale;
   p.has_sinks = has_sinks;
+  p.has_gate = has_gate;
   p.return_lse = return_lse;
   if (page_size) p.paged_kv = PagedKv{int32_arg("page_size", *page_size)};
   if (block_sparse) {
@@ -433,7 +436,7 @@ NB_MODULE(_attnkit, m) {
   m.def("make_problem", &make_problem, nb::arg("layout"), nb::arg("batch"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
         nb::arg("heads_q"), nb::arg("heads_kv"), nb::arg("head_dim_qk"), nb::arg("head_dim_v"), nb::arg("dtype"),
         nb::arg("causal"), nb::arg("window"), nb::arg("softcap"), nb::arg("scale").none(), nb::arg("has_sinks"),
-        nb::arg("return_lse"), nb::arg("page_size").none(), nb::arg("block_sparse").none(),
+        nb::arg("has_gate"), nb::arg("return_lse"), nb::arg("page_size").none(), nb::arg("block_sparse").none(),
         nb::arg("video").none());
   m.def("block_sparse_from_mask", &sparse_from_mask, nb::arg("mask"), nb::arg("seqlen_q"), nb::arg("seqlen_k"),
         nb::arg("block_q"), nb::arg("block_k"));
@@ -443,7 +446,7 @@ NB_MODULE(_attnkit, m) {
 
   nb::class_<PyRunnable>(m, "Runnable")
       .def("run", &PyRunnable::run, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
-           nb::arg("sinks").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
+           nb::arg("sinks").none(), nb::arg("gate").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
            nb::arg("block_table").none(), nb::arg("seqlens_k").none(), nb::arg("block_offsets").none(),
            nb::arg("block_indices").none(), nb::arg("workspace").none(), nb::arg("stream"));
 

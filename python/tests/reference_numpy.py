@@ -53,3 +53,19 @@ def expand_block_mask(block_mask, block_q, block_k, sq, sk):
 def rel_l2(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+
+
+def hybrid_window_ref(q, k, v, gate, window, scale=None):
+    """hybrid_window_attn_h3 (docs/sparse.md 5c) in float64: softmax over the window (left, right)
+    plus gate * linear attention with phi = elu + 1, causal when right == 0. gate [b, sq, h]."""
+    soft = attention_ref(q, k, v, window=window, scale=scale)[0]
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    h = q.shape[2]
+    k = np.repeat(k, h // k.shape[2], axis=2)
+    v = np.repeat(v, h // v.shape[2], axis=2)
+    phi = lambda x: np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))  # noqa: E731
+    w = np.einsum("bqhd,bkhd->bhqk", phi(q), phi(k))  # phi(q_i) . phi(k_j)
+    if window[1] == 0:
+        w = np.where(np.tril(np.ones(w.shape[-2:], bool))[None, None], w, 0.0)
+    lin = np.einsum("bhqk,bkhd->bqhd", w, v) / w.sum(-1).transpose(0, 2, 1)[..., None]
+    return soft + np.asarray(gate, np.float64)[..., None] * lin

@@ -1,5 +1,5 @@
 """The bad-input matrix through the Python module: every entry point (attention,
-with block-sparse lists too, attention_varlen, attention_with_kvcache,
+with block-sparse lists too, with a gate on hybrid_window_attn_h3, attention_varlen, attention_with_kvcache,
 scaled_dot_product_attention, a Deployment layer), every
 argument replaced by objects that are not arrays, arrays of every dtype, rank,
 shape, stride and content (NaN/Inf, empty), index tensors of every dtype and
@@ -14,7 +14,7 @@ import pytest
 
 import attnkit
 from guarded import guarded
-from reference_numpy import attention_ref, expand_block_mask, rel_l2
+from reference_numpy import attention_ref, expand_block_mask, hybrid_window_ref, rel_l2
 
 RNG = np.random.default_rng(2020)
 
@@ -39,6 +39,11 @@ def sparse_attention(q, k, v, block_offsets, block_indices, block_q=16, block_k=
                              block_k=block_k, **options)
 
 
+def gated_attention(q, k, v, gate, backend="hybrid_window_attn_h3", **options):
+    """attention() on a gated backend (the gate positional here, so the matrix mutates it like q, k, v)."""
+    return attnkit.attention(q, k, v, gate=gate, backend=backend, **options)
+
+
 def base_calls():
     """entry name -> (function, positional names, valid arguments)."""
     return {
@@ -59,6 +64,9 @@ def base_calls():
         "sparse": (sparse_attention, ("q", "k", "v", "block_offsets", "block_indices"),
                    {"q": randn(2, 32, 2, 16), "k": randn(2, 32, 2, 16), "v": randn(2, 32, 2, 16),
                     "block_offsets": SPARSE_OFFSETS.copy(), "block_indices": SPARSE_INDICES.copy()}),
+        "gated": (gated_attention, ("q", "k", "v", "gate"),
+                  {"q": randn(2, 24, 4, 64), "k": randn(2, 24, 2, 64), "v": randn(2, 24, 2, 64),
+                   "gate": RNG.uniform(size=(2, 24, 4)).astype(np.float32)}),
         "layer": (layer(), ("q", "k", "v"),
                   {"q": randn(2, 9, 4, 32), "k": randn(2, 14, 2, 32), "v": randn(2, 14, 2, 32)}),
     }
@@ -210,6 +218,11 @@ def reference(entry, args):
         opts["causal"] = bool(args.get("causal", layer().causal))
     if entry in ("attention", "layer"):
         return attention_ref(args["q"], args["k"], args["v"], **opts)[0]
+    if entry == "gated":  # attnkit's window rule: the call's window, else (512, 512); causal: right 0
+        left, right = opts["window"]
+        window = (left, 0 if opts["causal"] else right) if (left, right) != (-1, -1) else (512, 0 if opts["causal"] else 512)
+        gate = args["gate"] if args["gate"] is not None else np.zeros(np.shape(args["q"])[:3])  # no gate: zero gates
+        return hybrid_window_ref(args["q"], args["k"], args["v"], gate, window, opts["scale"])
     if entry == "sparse":  # the lists' block mask, read here independently of attnkit
         offsets, indices = np.asarray(args["block_offsets"]), np.asarray(args["block_indices"])
         bq, bk = int(args.get("block_q", 16)), int(args.get("block_k", 16))

@@ -102,6 +102,18 @@ def check_cases():
                    '{"mask_strategy_file_path": "/dev/zero", "skip_time_steps": 4294967298}',
                    '{"mask_strategy_file_path": "/dev/zero", "tile_size": [2048, 2048, 2048]}'):
         cases.append(base + ["--attention-backend", "sliding_tile_attn", "--attention-backend-config", config])
+    # The gated MiniMax-H3 backends: their keys out of range, of the wrong type, unknown; on the CPU (real
+    # backends) and a named CUDA platform (validated, not run).
+    for model, backend, configs in (
+            ("fast-h3", "video_sparse_attn_h3", ("sparsity=1", "sparsity=-0.1", "sparsity=x", "sparsity=1e400",
+                                                 "window_size=4,4", "sparsity=0.5")),
+            ("vdn-h3", "hybrid_window_attn_h3", ("window_size=4", "window_size=-1,2", "window_size=4,4,4",
+                                                 "window_size=2147483648,0", "window_size=a,b", "sparsity=0.5",
+                                                 "window_size=64,0"))):
+        for platform in ("cpu", "cuda:sm90"):
+            for config in configs:
+                cases.append(["check", "--model", model, "--platform", platform, "--attention-backend", backend,
+                              "--attention-backend-config", config])
     for value in ("", "nope", "fa-3", "FA3", "torch_sdpa"):
         cases.append(base + ["--attention-backend", value])
     for value in ("", "=", "text_encoder=", "=sdpa", "a.b.c=sdpa", "text_encoder=sdpa,text_encoder=fa",

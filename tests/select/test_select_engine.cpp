@@ -60,7 +60,7 @@ TEST(SelectNames, ExplicitKernelValidatedAgainstArch) {
 
 TEST(SelectNames, ModelledBackendsAreNotBuilt) {
   for (const char* name : {"fa4", "sage_attn", "video_sparse_attn",
-                           "subblock_sparse_attn", "video_sparse_attn_h3", "hybrid_window_attn_h3", "flashinfer",
+                           "subblock_sparse_attn", "flashinfer",
                            "flashinfer_cudnn", "flashinfer_sparse_mla", "triton_attn", "aiter", "xpu_flash", "fa", "sdpa"}) {
     const Backend* b = default_registry().find(name);
     ASSERT_NE(b, nullptr) << name;
@@ -78,12 +78,25 @@ TEST(SelectNames, ModelledBackendsAreNotBuilt) {
 // A backend is real or modelled, not both: the sparse backends with a CPU
 // path are built and plan on the CPU (their configuration decides the rest).
 TEST(SelectNames, SparseBackendsWithKernelsAreBuilt) {
-  for (const char* name : {"sliding_tile_attn", "sparge_attn", "sol_attn"}) {
+  for (const char* name : {"sliding_tile_attn", "sparge_attn", "sol_attn", "video_sparse_attn_h3", "hybrid_window_attn_h3"}) {
     const Backend* b = default_registry().find(name);
     ASSERT_NE(b, nullptr) << name;
     EXPECT_TRUE(b->capabilities().built) << name;
     EXPECT_TRUE(b->capabilities().sparse) << name;
     EXPECT_TRUE(b->capabilities().platforms.contains(PlatformKind::cpu)) << name;
+  }
+  // The gated H3 backends have no CUDA path: planned for a CUDA platform they
+  // stay modelled (AK2111), while `check` on a named CUDA platform validates as before.
+  for (const char* name : {"video_sparse_attn_h3", "hybrid_window_attn_h3"}) {
+    Problem p;
+    p.seqlen_q = p.seqlen_k = 512;
+    p.head_dim_qk = p.head_dim_v = 128;
+    p.video = VideoGrid{8, 8, 8};
+    const Backend* b = default_registry().find(name);
+    EXPECT_TRUE(b->check(p, *parse_platform("cuda:sm90")).ok()) << name;
+    auto plan = b->plan(p, *parse_platform("cuda:sm90"));
+    EXPECT_TRUE(plan.diagnostics().has_code("AK2111")) << name;
+    EXPECT_TRUE(b->plan(p, *parse_platform("cpu")).ok()) << name;
   }
 }
 

@@ -39,7 +39,7 @@ const Golden kGolden[] = {
     {"vdn-h3", "musa", false, "transformer.self=- transformer.cross=fa token_refiner.self=fa text_encoder.self=sdpa vae.self=fa audio_vae.self=sdpa"},
     {"vdn-h3", "mps", false, "transformer.self=- transformer.cross=sdpa token_refiner.self=sdpa text_encoder.self=sdpa vae.self=sdpa audio_vae.self=sdpa"},
     {"vdn-h3", "npu", false, "transformer.self=- transformer.cross=sdpa token_refiner.self=sdpa text_encoder.self=sdpa vae.self=sdpa audio_vae.self=sdpa"},
-    {"vdn-h3", "cpu", false, "transformer.self=- transformer.cross=cpu_flash token_refiner.self=cpu_flash text_encoder.self=cpu_flash vae.self=cpu_flash audio_vae.self=cpu_flash"},
+    {"vdn-h3", "cpu", true, "transformer.self=hybrid_window_attn_h3 transformer.cross=cpu_flash token_refiner.self=cpu_flash text_encoder.self=cpu_flash vae.self=cpu_flash audio_vae.self=cpu_flash"},
     {"fast-h3", "cuda:sm80", true, "transformer.self=fa2 transformer.cross=fa2 token_refiner.self=fa2 text_encoder.self=cuda_sdpa vae.self=fa2 audio_vae.self=cuda_sdpa"},
     {"fast-h3", "cuda:sm90", true, "transformer.self=fa3 transformer.cross=fa3 token_refiner.self=fa3 text_encoder.self=cuda_sdpa vae.self=fa3 audio_vae.self=cuda_sdpa"},
     {"fast-h3", "cuda:sm100", true, "transformer.self=cudnn transformer.cross=cudnn token_refiner.self=cudnn text_encoder.self=cuda_sdpa vae.self=cudnn audio_vae.self=cuda_sdpa"},
@@ -124,7 +124,7 @@ TEST(SelectGolden, EveryProfileOnEveryPlatform) {
 }
 
 TEST(SelectGolden, FailuresSayWhy) {
-  const CheckResult r = testing::check({.model = "vdn-h3", .platform = "cpu"});
+  const CheckResult r = testing::check({.model = "vdn-h3", .platform = "mps"});
   ASSERT_FALSE(r.ok);
   const Decision* d = testing::find(r, "transformer", "self");
   ASSERT_NE(d, nullptr);

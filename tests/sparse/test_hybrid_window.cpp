@@ -98,9 +98,11 @@ TEST(HybridWindow, MatchesAnFp64Oracle) {
   const Case cases[] = {{MaskKind::none, Layout::bshd, {24, 24}, false},
                         {MaskKind::none, Layout::bhsd, {24, 24}, false},
                         {MaskKind::causal, Layout::bshd, {24, 0}, true},
-                        {MaskKind::sliding_window, Layout::bshd, {40, 7}, false}};
+                        {MaskKind::sliding_window, Layout::bshd, {40, 7}, false},
+                        {MaskKind::sliding_window, Layout::bhsd, {40, 0}, true}};
   for (const Case& c : cases) {
-    const Problem p = hybrid_problem(c.mask, c.layout);
+    Problem p = hybrid_problem(c.mask, c.layout);
+    if (c.mask == MaskKind::sliding_window) p.window = c.window;
     auto data = HostProblemData::create(p, {.seed = 3});
     ASSERT_TRUE(data.ok());
     const testing::SparseRun r = run_hybrid(p, {{"window_size", std::string("24,24")}}, data->tensors());

@@ -1,6 +1,7 @@
 // The bad-input matrix through the C++ API: every CPU backend, every scenario
 // (BSHD with LSE and sinks, BHSD causal bf16, THD with an empty sequence and a
-// window, a paged cache), every mutation of a tensor (missing, rank, each
+// window, a paged cache; the gated sparse backends on BSHD video latents with
+// a gate), every mutation of a tensor (missing, rank, each
 // dimension, every wrong dtype, device, stride, overlap, NaN/Inf) or of the
 // Problem (each size at 0, -1, past the limits; windows; scales). Index tensors
 // are copied to the end of a guarded page before every run, so a read past one
@@ -51,6 +52,15 @@ std::vector<Scenario> scenarios() {
   return out;
 }
 
+// The gated backends' call: BSHD video latents of 4 x 4 x 8 tokens (two
+// 4x4x4 cubes), GQA, with the gate.
+std::vector<Scenario> gated_scenarios() {
+  Problem g = make_test_problem(128, 128, 4, 2, 64, DType::f32);
+  g.video = VideoGrid{4, 4, 8};
+  g.has_gate = true;
+  return {{"bshd_f32_video_gate", g, {}}};
+}
+
 // The tensors of one case: the scenario's data, index tensors moved to guard pages.
 struct Bound {
   HostProblemData data;
@@ -93,6 +103,7 @@ std::vector<std::pair<std::string, TensorView AttentionTensors::*>> bound_tensor
       {"q", &AttentionTensors::q}, {"k", &AttentionTensors::k}, {"v", &AttentionTensors::v}, {"out", &AttentionTensors::out}};
   if (p.return_lse) out.push_back({"lse", &AttentionTensors::lse});
   if (p.has_sinks) out.push_back({"sinks", &AttentionTensors::sinks});
+  if (p.has_gate) out.push_back({"gate", &AttentionTensors::gate});
   if (p.layout == Layout::thd) out.push_back({"cu_seqlens_q", &AttentionTensors::cu_seqlens_q});
   if (p.layout == Layout::thd && !p.paged_kv) out.push_back({"cu_seqlens_k", &AttentionTensors::cu_seqlens_k});
   if (p.paged_kv) {
@@ -142,7 +153,7 @@ std::vector<Case> cases_for(const Scenario& s) {
                         : n == "k" || n == "v"  ? base.k_dtype()
                         : n == "out"            ? base.out_dtype()
                         : is_index(n)           ? DType::i32
-                                                : DType::f32;  // lse, sinks
+                                                : DType::f32;  // lse, sinks, gate
     for (DType wrong : kAllDTypes)
       if (wrong != right)
         out.push_back({n + "_as_" + std::string(dtype_name(wrong)), [m, wrong](Problem&, AttentionTensors& t) {
@@ -163,7 +174,7 @@ std::vector<Case> cases_for(const Scenario& s) {
                        v.strides[v.rank - 2] = 1;
                      }, {"AK1113"}});
     }
-    if (n == "q" || n == "k" || n == "v" || n == "sinks")
+    if (n == "q" || n == "k" || n == "v" || n == "sinks" || n == "gate")
       for (const float bad : {NAN, INFINITY, -INFINITY})
         out.push_back({n + "_holds_" + (std::isnan(bad) ? std::string("nan") : bad > 0 ? "inf" : "minus_inf"),
                        [m, bad, n](Problem& p, AttentionTensors& t) {
@@ -271,14 +282,18 @@ void run_case(const Backend& backend, const Scenario& s, const Case& c, Outcome&
 TEST(BadInputMatrix, EveryMutationOfEveryScenarioIsRefusedWithItsCode) {
   Outcome tally;
   int tried = 0;
-  for (const char* name : {"reference", "cpu_flash"}) {
-    const Backend& backend = *default_registry().find(name);
-    for (const Scenario& s : scenarios())
-      for (const Case& c : cases_for(s)) {
-        run_case(backend, s, c, tally);
-        ++tried;
-      }
-  }
+  const std::pair<std::vector<const char*>, std::vector<Scenario>> groups[] = {
+      {{"reference", "cpu_flash"}, scenarios()},
+      {{"video_sparse_attn_h3", "hybrid_window_attn_h3"}, gated_scenarios()}};
+  for (const auto& [backends, group] : groups)
+    for (const char* name : backends) {
+      const Backend& backend = *default_registry().find(name);
+      for (const Scenario& s : group)
+        for (const Case& c : cases_for(s)) {
+          run_case(backend, s, c, tally);
+          ++tried;
+        }
+    }
   std::printf("bad-input matrix (C++ API): %d inputs, %d refused with a catalogued code, %d ran (valid variants), "
               "%d unexpected\n", tried, tally.refused, tally.ran, tally.failures);
   EXPECT_GT(tried, 500);

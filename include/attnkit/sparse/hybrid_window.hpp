@@ -5,7 +5,7 @@
 //   linear[i] = phi(q_i) . S_i / (phi(q_i) . z_i),
 //   S_i = sum_{j in J(i)} phi(k_j) v_j^T,   z_i = sum_{j in J(i)} phi(k_j),
 //   phi(x) = elu(x) + 1 (elementwise, > 0, so the denominator is positive)
-// J(i) = every key (mask none or sliding_window) or keys j <= i (causal).
+// J(i) = every key, or keys j <= i when the window sees no later key (right 0: causal).
 // The window: the problem's sliding window, else `window_size` (left, right;
 // causal: left, 0). No softmax scale in the linear branch. The exact rule is in
 // docs/sparse.md.

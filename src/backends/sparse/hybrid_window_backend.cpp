@@ -26,7 +26,8 @@ Problem window_problem(const Problem& p, const HybridWindowSettings& s) {
 class HybridWindowPlan final : public Plan {
  public:
   HybridWindowPlan(Problem p, std::unique_ptr<Plan> window)
-      : Plan(std::move(p)), window_(std::move(window)), threads_(std::max(1, omp_get_max_threads())) {
+      : Plan(std::move(p)), window_(std::move(window)), threads_(std::max(1, omp_get_max_threads())),
+        causal_(window_->problem().window.right == 0) {
     const Problem& q = problem();
     const std::size_t d = q.head_dim_qk, dv = q.head_dim_v;
     soft_ = front_.take(sizeof(float) * q.batch * q.seqlen_q * q.heads_q * dv);
@@ -42,7 +43,7 @@ class HybridWindowPlan final : public Plan {
     const Problem& p = problem();
     if (ws.size() < workspace_bytes())
       return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
-    if (Diagnostics why = validate_binding(p, t, {DeviceKind::cpu, 0}); !why.ok()) return why;
+    if (Diagnostics why = validate_gated_call(p, t); !why.ok()) return why;
     auto* soft = WorkspaceFront::at<float>(ws, soft_);
     AttentionTensors w = t;
     w.gate = {};
@@ -50,7 +51,7 @@ class HybridWindowPlan final : public Plan {
                                      : make_view(soft, DType::f32, {p.batch, p.seqlen_q, p.heads_q, p.head_dim_v});
     if (Diagnostics ran = window_->run(w, ws.subspan(window_at_, window_->workspace_bytes()), nullptr); !ran.ok())
       return ran;
-    if (p.mask != MaskKind::causal && p.has_gate) key_state(t, ws);
+    if (!causal_ && p.has_gate) key_state(t, ws);
     combine(t, w.out, ws);
     return {};
   }
@@ -94,11 +95,12 @@ class HybridWindowPlan final : public Plan {
   }
 
   // out[i] = soft[i] + gate[i] * phi(q_i) . S_i / (phi(q_i) . z_i), per (b, query head),
-  // with S_i, z_i over every key (key_state) or, causal, the keys j <= i (a running sum).
+  // with S_i, z_i over every key (key_state) or, causal (a window without later keys),
+  // the keys j <= i (a running sum).
   void combine(const AttentionTensors& t, const TensorView& soft, Workspace ws) const {
     const Problem& p = problem();
     const int d = p.head_dim_qk, dv = p.head_dim_v;
-    const bool causal = p.mask == MaskKind::causal;
+    const bool causal = causal_;
     const auto* state = WorkspaceFront::at<const double>(ws, state_);
     const auto* s = soft.ptr<const float>();
     const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_q;
@@ -140,6 +142,7 @@ class HybridWindowPlan final : public Plan {
 
   std::unique_ptr<Plan> window_;
   int threads_;
+  bool causal_;  // the window sees no later key: nor does the linear branch
   WorkspaceFront front_;
   std::size_t soft_ = 0, state_ = 0, scratch_ = 0, window_at_ = 0;
 };

@@ -19,6 +19,13 @@ Capabilities sparse_video_capabilities(std::vector<int> dims) {
   return c;
 }
 
+Diagnostics validate_gated_call(const Problem& p, const AttentionTensors& t) {
+  if (Diagnostics why = validate_binding(p, t, {DeviceKind::cpu, 0}); !why.ok() || !p.has_gate) return why;
+  AttentionTensors gate_only;
+  gate_only.gate = t.gate;
+  return scan_nonfinite_inputs(p, gate_only);
+}
+
 Diagnostics SparseVideoBackend::check(const Problem& p, const Platform& platform) const {
   Diagnostics out = Backend::check(p, platform);
   if (platform.kind != PlatformKind::cuda) return out;

@@ -8,6 +8,10 @@
 
 namespace attnkit::sparse {
 
+// The binding of a gated backend's call (validate_binding), then its gate's
+// values (AK1109: q, k, v are scanned by the kernels underneath).
+Diagnostics validate_gated_call(const Problem& p, const AttentionTensors& t);
+
 // Self-attention over BSHD / BHSD video tokens, no mask, no softcap / sinks /
 // LSE (so no ring attention), head dims `dims`; CPU (fp32 / fp16 / bf16) and
 // CUDA sm_80+ (fp16 / bf16).

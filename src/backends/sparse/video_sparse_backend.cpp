@@ -58,7 +58,7 @@ class VideoSparsePlan final : public Plan {
     const Problem& p = problem();
     if (ws.size() < workspace_bytes())
       return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
-    if (Diagnostics why = validate_binding(p, t, {DeviceKind::cpu, 0}); !why.ok()) return why;
+    if (Diagnostics why = validate_gated_call(p, t); !why.ok()) return why;
     pool(t, ws);
     coarse_and_select(ws);
     auto* offsets = WorkspaceFront::at<std::int32_t>(ws, offsets_);
