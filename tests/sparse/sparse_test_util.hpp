@@ -57,6 +57,20 @@ inline std::vector<double> as_doubles(const TensorView& t) {
   return v;
 }
 
+// A q-layout out (BSHD / BHSD) as [batch, seqlen_q, heads_q, head_dim_v] doubles.
+inline std::vector<double> bshd_doubles(const Problem& p, const TensorView& out) {
+  std::vector<double> v(static_cast<std::size_t>(p.batch) * p.seqlen_q * p.heads_q * p.head_dim_v);
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h) {
+      const HeadRows r = head_rows(p.layout, out.strides.data(), b, h, 0);
+      for (int i = 0; i < p.seqlen_q; ++i)
+        for (int e = 0; e < p.head_dim_v; ++e)
+          v[((static_cast<std::size_t>(b) * p.seqlen_q + i) * p.heads_q + h) * p.head_dim_v + e] =
+              load_as_double(out.data, out.dtype, r.offset + i * r.row_stride + e);
+    }
+  return v;
+}
+
 inline double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
   double d = 0, n = 0;
   for (std::size_t i = 0; i < got.size(); ++i) d += (got[i] - want[i]) * (got[i] - want[i]), n += want[i] * want[i];

@@ -70,19 +70,6 @@ std::vector<double> oracle(const Problem& p, const AttentionTensors& t, Window w
   return out;
 }
 
-std::vector<double> got_of(const Problem& p, const TensorView& out) {
-  std::vector<double> v(static_cast<std::size_t>(p.batch) * p.seqlen_q * p.heads_q * p.head_dim_v);
-  for (int b = 0; b < p.batch; ++b)
-    for (int h = 0; h < p.heads_q; ++h) {
-      const HeadRows r = head_rows(p.layout, out.strides.data(), b, h, 0);
-      for (int i = 0; i < p.seqlen_q; ++i)
-        for (int e = 0; e < p.head_dim_v; ++e)
-          v[((static_cast<std::size_t>(b) * p.seqlen_q + i) * p.heads_q + h) * p.head_dim_v + e] =
-              load_as_double(out.data, out.dtype, r.offset + i * r.row_stride + e);
-    }
-  return v;
-}
-
 testing::SparseRun run_hybrid(const Problem& p, const select::BackendConfig& c, const AttentionTensors& t) {
   return testing::run_on_cpu(*make_hybrid_window_backend(), p, c, {}, t);
 }
@@ -107,7 +94,7 @@ TEST(HybridWindow, MatchesAnFp64Oracle) {
     ASSERT_TRUE(data.ok());
     const testing::SparseRun r = run_hybrid(p, {{"window_size", std::string("24,24")}}, data->tensors());
     ASSERT_TRUE(r.ran.ok()) << r.ran.summary();
-    EXPECT_LT(testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), c.window, c.causal_linear)),
+    EXPECT_LT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), oracle(p, data->tensors(), c.window, c.causal_linear)),
               1e-5)
         << mask_kind_name(c.mask) << " " << layout_name(c.layout);
   }
@@ -118,7 +105,7 @@ TEST(HybridWindow, Bf16MatchesTheOracle) {
   auto data = HostProblemData::create(p, {.seed = 4});
   ASSERT_TRUE(data.ok());
   ASSERT_TRUE(run_hybrid(p, {}, data->tensors()).ran.ok());  // default window 512: every earlier key
-  EXPECT_LT(testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), {512, 0}, true)), 1e-2);
+  EXPECT_LT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), oracle(p, data->tensors(), {512, 0}, true)), 1e-2);
 }
 
 TEST(HybridWindow, ZeroGatesAreWindowSoftmax) {
@@ -136,7 +123,7 @@ TEST(HybridWindow, ZeroGatesAreWindowSoftmax) {
   HostTensor out = data->make_output(p.out_dtype());
   std::vector<std::byte> ws((*flash)->workspace_bytes());
   ASSERT_TRUE((*flash)->run(data->tensors_with_outputs(out.view(), {}), ws, nullptr).ok());
-  EXPECT_EQ(got_of(p, data->tensors().out), got_of(p, out.view()));
+  EXPECT_EQ(testing::bshd_doubles(p, data->tensors().out), testing::bshd_doubles(p, out.view()));
 }
 
 TEST(HybridWindow, Refusals) {

@@ -155,20 +155,6 @@ std::vector<double> oracle(const Problem& p, const AttentionTensors& t, double s
   return out;
 }
 
-// The backend's out as [b, s, h, dv] doubles.
-std::vector<double> got_of(const Problem& p, const TensorView& out) {
-  std::vector<double> v(static_cast<std::size_t>(p.batch) * p.seqlen_q * p.heads_q * p.head_dim_v);
-  for (int b = 0; b < p.batch; ++b)
-    for (int h = 0; h < p.heads_q; ++h) {
-      const HeadRows r = head_rows(p.layout, out.strides.data(), b, h, 0);
-      for (int i = 0; i < p.seqlen_q; ++i)
-        for (int e = 0; e < p.head_dim_v; ++e)
-          v[((static_cast<std::size_t>(b) * p.seqlen_q + i) * p.heads_q + h) * p.head_dim_v + e] =
-              load_as_double(out.data, out.dtype, r.offset + i * r.row_stride + e);
-    }
-  return v;
-}
-
 testing::SparseRun run_vsa(const Problem& p, const select::BackendConfig& c, const AttentionTensors& t) {
   return testing::run_on_cpu(*make_video_sparse_backend(), p, c, {}, t);
 }
@@ -181,10 +167,10 @@ TEST(VideoSparse, MatchesAnFp64Oracle) {
       testing::fill_video_like(p, data->tensors(), {.seed = 7});
       const testing::SparseRun r = run_vsa(p, {{"sparsity", sparsity}}, data->tensors());
       ASSERT_TRUE(r.ran.ok()) << r.ran.summary();
-      const double err = testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), sparsity, 1.0));
+      const double err = testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), oracle(p, data->tensors(), sparsity, 1.0));
       EXPECT_LT(err, 1e-5) << layout_name(layout) << " sparsity " << sparsity;
       if (layout == Layout::bshd)  // and the gate matters: the oracle without it is far
-        EXPECT_GT(testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), sparsity, 0.0)), 1e-2);
+        EXPECT_GT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), oracle(p, data->tensors(), sparsity, 0.0)), 1e-2);
       const int keep = video_sparse_keep(sparsity, 12);
       EXPECT_NEAR(r.stats.skipped_fraction(), 1.0 - keep / 12.0, 1e-12);
     }
@@ -196,7 +182,7 @@ TEST(VideoSparse, Bf16MatchesTheOracle) {
   ASSERT_TRUE(data.ok());
   testing::fill_video_like(p, data->tensors(), {.seed = 8});
   ASSERT_TRUE(run_vsa(p, {{"sparsity", 0.75}}, data->tensors()).ran.ok());
-  EXPECT_LT(testing::rel_l2(got_of(p, data->tensors().out), oracle(p, data->tensors(), 0.75, 1.0)), 1e-2);
+  EXPECT_LT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), oracle(p, data->tensors(), 0.75, 1.0)), 1e-2);
 }
 
 TEST(VideoSparse, ZeroGatesArePureBlockSparse) {
@@ -206,11 +192,11 @@ TEST(VideoSparse, ZeroGatesArePureBlockSparse) {
   testing::fill_video_like(gated, data->tensors(), {.seed = 9});
   std::memset(data->tensors().gate.data, 0, data->tensors().gate.numel() * sizeof(float));
   ASSERT_TRUE(run_vsa(gated, {{"sparsity", 0.6}}, data->tensors()).ran.ok());
-  const std::vector<double> zero_gates = got_of(gated, data->tensors().out);
+  const std::vector<double> zero_gates = testing::bshd_doubles(gated, data->tensors().out);
   // No gate input: the same numbers, and the oracle's fine pass.
   const Problem plain = vsa_problem(Layout::bshd, DType::f32, false);
   ASSERT_TRUE(run_vsa(plain, {{"sparsity", 0.6}}, data->tensors()).ran.ok());
-  EXPECT_EQ(got_of(plain, data->tensors().out), zero_gates);
+  EXPECT_EQ(testing::bshd_doubles(plain, data->tensors().out), zero_gates);
   EXPECT_LT(testing::rel_l2(zero_gates, oracle(plain, data->tensors(), 0.6, 0.0)), 1e-5);
 }
 

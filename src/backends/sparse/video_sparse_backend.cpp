@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "attnkit/backends/sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "attnkit/sparse/video_sparse.hpp"
 #include "backends/sparse/cpu_sparse_runner.hpp"
 #include "backends/sparse/sparse_backend.hpp"
@@ -221,11 +222,18 @@ class VideoSparseBackend final : public SparseVideoBackend {
     const std::int64_t entries = static_cast<std::int64_t>(p.batch) * p.heads_q * cubes.tiles() *
                                  video_sparse_keep(s.sparsity, cubes.tiles());
     if (entries > std::numeric_limits<std::int32_t>::max())
-      return refuse("its int32 lists hold " + std::to_string(entries) + " entries, more than 2^31 - 1");
+      return Diagnostics(diagnose("AK1012", {{"what", "video_sparse_attn_h3's int32 cube lists (batch x heads x cubes x kept)"},
+                                             {"value", std::to_string(entries)}, {"limit", "2147483647"}}));
     auto runner = CpuSparseRunner::create(
         fine_problem(p), cpu, {BlockSparse{cubes.tile_tokens(), cubes.tile_tokens(), p.batch, p.heads_q}}, cubes);
     if (!runner) return runner.diagnostics();
-    return std::unique_ptr<Plan>(std::make_unique<VideoSparsePlan>(p, s, std::move(*runner)));
+    auto plan = std::make_unique<VideoSparsePlan>(p, s, std::move(*runner));
+    // The workspace is host memory the caller allocates: refuse what cannot fit (AK1013).
+    if (Diagnostics why = check_host_allocation("video_sparse_attn_h3's workspace",
+                                                static_cast<std::int64_t>(plan->workspace_bytes()));
+        !why.ok())
+      return why;
+    return std::unique_ptr<Plan>(std::move(plan));
   }
 };
 
