@@ -46,6 +46,10 @@ Diagnostics check_sequence_parallel(const Problem& p, const SequenceParallel& sp
     out.add("AK5008", {{"what", std::move(what)}, {"reason", std::move(reason)}});
   };
   if (p.paged_kv) refuse("a paged KV cache", "the sequence is split across ranks; page the KV cache per rank instead");
+  if (p.has_gate)
+    refuse("a gate input (Problem::has_gate)",
+           "the gated backends' gate is not split with the sequence and heads yet; run those layers without sequence "
+           "parallelism");
   if (p.mask == MaskKind::custom)
     refuse("a custom mask", "masks given as tensors are not split with the sequence; use causal, a sliding window or none");
   if (p.block_sparse)

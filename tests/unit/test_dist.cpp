@@ -283,6 +283,10 @@ TEST(InProcessRefusals, BadLayoutsAreCataloguedOnEveryRank) {
   Problem paged = p;
   paged.paged_kv = PagedKv{16};
   expect_code_everywhere(plan_only(2, paged, {2, 1, 0}, cpu_flash()), "AK5008");
+  Problem gated = p;  // the gate is not split with the sequence and heads (Ulysses)
+  gated.mask = MaskKind::none;
+  gated.has_gate = true;
+  expect_code_everywhere(plan_only(2, gated, {1, 2, 0}, cpu_flash()), "AK5008");
   EXPECT_TRUE(dist::check_parallel_degrees(2, 2, 3).has_code("AK5001"));
 }
 

@@ -72,7 +72,8 @@ struct BackendSchema {
 };
 
 // The schemas of design section 3 (sparge_attn, sliding_tile_attn, sol_attn,
-// video_sparse_attn, subblock_sparse_attn, skip_softmax).
+// video_sparse_attn, video_sparse_attn_h3, hybrid_window_attn_h3,
+// subblock_sparse_attn, skip_softmax).
 const std::vector<BackendSchema>& backend_schemas();
 const BackendSchema* find_schema(std::string_view owner);
 
