@@ -242,14 +242,16 @@ TEST(VideoSparse, ErrorAgainstDenseOnVideoLikeInputs) {
   HostTensor dense_out = data->make_output(p.out_dtype());
   std::vector<std::byte> ws((*dense)->workspace_bytes());
   ASSERT_TRUE((*dense)->run(data->tensors_with_outputs(dense_out.view(), {}), ws, nullptr).ok());
+  // Bounds: the measured 0.039 / 0.107 / 0.229 with margin.
+  const std::pair<double, double> bounds[] = {{0.5, 0.06}, {0.75, 0.15}, {0.9, 0.3}};
   double last = 0;
-  for (double sparsity : {0.5, 0.75, 0.9}) {
+  for (const auto& [sparsity, bound] : bounds) {
     ASSERT_TRUE(run_vsa(p, {{"sparsity", sparsity}}, data->tensors()).ran.ok());
     const double err = compare_outputs(data->tensors().out, dense_out.view()).rel_l2;
-    EXPECT_GE(err, last) << sparsity;  // more skipped, more error
+    EXPECT_LT(err, bound) << sparsity;
+    EXPECT_GT(err, last) << sparsity;  // more skipped, more error
     last = err;
   }
-  EXPECT_LT(last, 0.5);
 }
 
 }  // namespace
