@@ -5,7 +5,6 @@
 
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/sparse.hpp"
-#include "attnkit/core/host_memory.hpp"
 #include "attnkit/sparse/hybrid_window.hpp"
 #include "backends/sparse/sparse_backend.hpp"
 #include "backends/sparse/workspace_front.hpp"
@@ -174,13 +173,7 @@ class HybridWindowBackend final : public SparseVideoBackend {
                                                             " != seqlen_k " + std::to_string(p.seqlen_k) + ")"}}));
     auto window = make_cpu_flash_backend()->plan(window_problem(p, hybrid_window_settings(config)), cpu);
     if (!window) return window.diagnostics();
-    auto plan = std::make_unique<HybridWindowPlan>(p, std::move(*window));
-    // The workspace is host memory the caller allocates: refuse what cannot fit (AK1013).
-    if (Diagnostics why = check_host_allocation("hybrid_window_attn_h3's workspace",
-                                                static_cast<std::int64_t>(plan->workspace_bytes()));
-        !why.ok())
-      return why;
-    return std::unique_ptr<Plan>(std::move(plan));
+    return with_host_workspace(std::make_unique<HybridWindowPlan>(p, std::move(*window)), "hybrid_window_attn_h3");
   }
 };
 

@@ -1,6 +1,7 @@
 #include "backends/sparse/sparse_backend.hpp"
 
 #include "attnkit/backends/sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 
 namespace attnkit::sparse {
 
@@ -24,6 +25,14 @@ Diagnostics validate_gated_call(const Problem& p, const AttentionTensors& t) {
   AttentionTensors gate_only;
   gate_only.gate = t.gate;
   return scan_nonfinite_inputs(p, gate_only);
+}
+
+Result<std::unique_ptr<Plan>> with_host_workspace(std::unique_ptr<Plan> plan, std::string_view backend) {
+  if (Diagnostics why = check_host_allocation(std::string(backend) + "'s workspace",
+                                              static_cast<std::int64_t>(plan->workspace_bytes()));
+      !why.ok())
+    return why;
+  return plan;
 }
 
 Diagnostics SparseVideoBackend::check(const Problem& p, const Platform& platform) const {

@@ -12,6 +12,10 @@ namespace attnkit::sparse {
 // values (AK1109: q, k, v are scanned by the kernels underneath).
 Diagnostics validate_gated_call(const Problem& p, const AttentionTensors& t);
 
+// `plan`, or AK1013 when its workspace (host memory the caller allocates on
+// the CPU path) cannot fit in this machine's available memory.
+Result<std::unique_ptr<Plan>> with_host_workspace(std::unique_ptr<Plan> plan, std::string_view backend);
+
 // Self-attention over BSHD / BHSD video tokens, no mask, no softcap / sinks /
 // LSE (so no ring attention), head dims `dims`; CPU (fp32 / fp16 / bf16) and
 // CUDA sm_80+ (fp16 / bf16).

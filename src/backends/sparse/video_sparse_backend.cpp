@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "attnkit/backends/sparse.hpp"
-#include "attnkit/core/host_memory.hpp"
 #include "attnkit/sparse/video_sparse.hpp"
 #include "backends/sparse/cpu_sparse_runner.hpp"
 #include "backends/sparse/sparse_backend.hpp"
@@ -227,13 +226,7 @@ class VideoSparseBackend final : public SparseVideoBackend {
     auto runner = CpuSparseRunner::create(
         fine_problem(p), cpu, {BlockSparse{cubes.tile_tokens(), cubes.tile_tokens(), p.batch, p.heads_q}}, cubes);
     if (!runner) return runner.diagnostics();
-    auto plan = std::make_unique<VideoSparsePlan>(p, s, std::move(*runner));
-    // The workspace is host memory the caller allocates: refuse what cannot fit (AK1013).
-    if (Diagnostics why = check_host_allocation("video_sparse_attn_h3's workspace",
-                                                static_cast<std::int64_t>(plan->workspace_bytes()));
-        !why.ok())
-      return why;
-    return std::unique_ptr<Plan>(std::move(plan));
+    return with_host_workspace(std::make_unique<VideoSparsePlan>(p, s, std::move(*runner)), "video_sparse_attn_h3");
   }
 };
 
