@@ -38,24 +38,18 @@ CudaKernelInstance info_fa3(DType dtype, const char* arch) {
   using Tr = typename cuda::sm90::Fa3Config<std::uint16_t, QK, V>::Traits;
   return {"fa3", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
 }
-template <int QK, int V>
-CudaKernelInstance info_fa2bs(DType dtype, const char* arch) {
-  CudaKernelInstance i = info_fa2<QK, V>(dtype, arch);
-  i.family = "fa2bs";
+// The families that run another family's tiles over other inputs
+// (block-sparse lists, paged caches): its constants under their own name.
+CudaKernelInstance renamed(CudaKernelInstance i, const char* family) {
+  i.family = family;
   return i;
 }
 template <int QK, int V>
-CudaKernelInstance info_fa3bs(DType dtype, const char* arch) {
-  CudaKernelInstance i = info_fa3<QK, V>(dtype, arch);
-  i.family = "fa3bs";
-  return i;
-}
+CudaKernelInstance info_fa2bs(DType dtype, const char* arch) { return renamed(info_fa2<QK, V>(dtype, arch), "fa2bs"); }
 template <int QK, int V>
-CudaKernelInstance info_fa3pg(DType dtype, const char* arch) {
-  CudaKernelInstance i = info_fa3<QK, V>(dtype, arch);
-  i.family = "fa3pg";
-  return i;
-}
+CudaKernelInstance info_fa3bs(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bs"); }
+template <int QK, int V>
+CudaKernelInstance info_fa3pg(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3pg"); }
 template <int QK, int V>
 CudaKernelInstance info_fa3ss(DType dtype, const char* arch) {
   using Tr = typename cuda::sm90::Fa3SkipConfig<std::uint16_t, QK, V>::Traits;
@@ -356,7 +350,7 @@ class CudaBackend final : public Backend {
   // block-sparse lists and paged caches ("" when the capabilities say none;
   // the family itself when its kernel reads them); skip: request skip-softmax.
   struct Families {
-    std::string sparse, paged, skip;
+    std::string sparse = "", paged = "", skip = "";
   };
   CudaBackend(std::string name, std::string family, Families families, std::string description, Capabilities caps,
               int alignment)
