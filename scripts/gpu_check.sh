@@ -12,6 +12,7 @@
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
 #   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
+#   GPU_CHECK_SANITIZE_ALL=1 ...                   # also the whole GPU parity suite under memcheck / racecheck / synccheck
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -132,6 +133,24 @@ if ! skip sanitizer; then
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
       --gtest_filter='SkipSoftmaxGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
     echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
+    [[ $a -eq 0 && $b -eq 0 ]] || status=1
+  done
+fi
+
+# The whole GPU parity suite under the three tools (GPU_CHECK_SANITIZE_ALL=1;
+# issue 20): every parity case of fa3 / fa2 / cuda_sdpa and all of
+# test_cuda_kernels, not only the small shapes above. Minutes per tool.
+if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
+  step "compute-sanitizer over the whole GPU parity suite"
+  for tool in memcheck racecheck synccheck; do
+    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" \
+      --gtest_filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' \
+      > "$LOGS/sanitizer_all_${tool}.log" 2>&1
+    a=$?
+    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" \
+      >> "$LOGS/sanitizer_all_${tool}.log" 2>&1
+    b=$?
+    echo "$tool (whole suite): exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_all_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
 fi
