@@ -20,6 +20,7 @@ import math
 import torch
 
 import attnkit
+from timing import Timer
 
 GRID, HEADS, DIM, TILE = (21, 30, 52), 24, 128, 128
 
@@ -67,18 +68,15 @@ def skipped_fraction(q, k, factor, heads=(0, 12, 23), rows=4096):
 
 
 def timed(fn, warmup, reps):
+    """Median ms of `reps` calls after `warmup` (timing.Timer: CUDA events)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    out = []
+    timer = Timer(torch.device("cuda"))
     for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b))
-    return sorted(out)[len(out) // 2]
+        timer.time(fn)
+    ms = sorted(timer.collect())
+    return ms[len(ms) // 2]
 
 
 def main():

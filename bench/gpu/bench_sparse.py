@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import attnkit
+from timing import Timer
 
 HEADS, DIM = 24, 128
 
@@ -60,24 +61,6 @@ def raster_to_tile_order(latent, tile):
     t, h, w = tile
     idx = np.arange(T * H * W).reshape(T // t, t, H // h, h, W // w, w)
     return torch.from_numpy(idx.transpose(0, 2, 4, 1, 3, 5).reshape(-1).copy())
-
-
-class Timer:
-    def __init__(self):
-        self.pending = []
-
-    def time(self, fn):
-        a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        z.record()
-        self.pending.append((a, z))
-
-    def collect(self):
-        torch.cuda.synchronize()
-        ms = [a.elapsed_time(z) for a, z in self.pending]
-        self.pending = []
-        return ms
 
 
 def flex_impl(block_mask_tiles, block, seqlen, perm=None):
@@ -236,7 +219,7 @@ def main():
                 err = ((outs[n].float() - ref).norm() / ref.norm()).item()
                 print(f"{c['name']}: {n} rel_l2 vs flex {err:.2e}")
         times = {n: [] for n in impls}
-        timer = Timer()
+        timer = Timer(torch.device("cuda"))
         for r in range(args.iters):
             names = list(impls)
             names = names[r % len(names):] + names[:r % len(names)]

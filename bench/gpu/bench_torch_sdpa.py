@@ -22,11 +22,12 @@ a run falls on all of them alike.
 import argparse
 import json
 import sys
-import time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch.nn.functional as F
+
+from timing import Timer
 
 BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
@@ -38,36 +39,6 @@ BACKENDS = {
 
 def ints(s):
     return [int(x) for x in s.split(",") if x]
-
-
-class Timer:
-    """Milliseconds of one call: CUDA events on the GPU (read after the
-    round's synchronize), wall time on the CPU."""
-
-    def __init__(self, device):
-        self.cuda = device.type == "cuda"
-        self.pending = []
-
-    def time(self, fn):
-        if self.cuda:
-            a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            z.record()
-            self.pending.append((a, z))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            self.pending.append(1e3 * (time.perf_counter() - t0))
-
-    def collect(self):
-        if self.cuda:
-            torch.cuda.synchronize()
-            ms = [a.elapsed_time(z) for a, z in self.pending]
-        else:
-            ms = list(self.pending)
-        self.pending = []
-        return ms
 
 
 def flex_attention_impl(causal):
