@@ -1,32 +1,50 @@
 #pragma once
-// Device copies of a host binding, a device workspace and a fixture that
-// skips without a GPU, for the GPU tests; CUDA builds only.
-#if defined(ATTNKIT_HAS_CUDA)
-#include <cuda_runtime.h>
-
-#include <cstddef>
-#include <vector>
-
+// For the GPU tests: a fixture that skips without CUDA or a GPU (every build),
+// and device copies of a host binding and a device workspace (CUDA builds).
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <optional>
+#include <vector>
 
 #include "attnkit/backends/backend.hpp"
 #include "attnkit/platform/platform.hpp"
 
+#if defined(ATTNKIT_HAS_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 namespace attnkit::testing {
 
+// Skips without CUDA or a device; gpu_ is this machine's GPU.
+class OnGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA";
+    gpu_ = detect_cuda_platform();
+    if (!gpu_) GTEST_SKIP() << "no CUDA device on this machine (the GPU tests run on the device machine: scripts/gpu_check.sh)";
+  }
+  std::optional<Platform> gpu_;
+};
+
+#if defined(ATTNKIT_HAS_CUDA)
+
 // Device copies of a binding's tensors (q, k, v, out and whichever of lse,
-// sinks, cu_seqlens the problem has: buffers.size() of them when all were allocated).
+// sinks, cu_seqlens, block lists, block table and seqlens_k the binding has):
+// buffers.size() of them when every copy was allocated and made.
 struct DeviceBinding {
   AttentionTensors t;
   std::vector<void*> buffers;
   explicit DeviceBinding(const AttentionTensors& host) : t(host) {
-    for (TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks, &t.cu_seqlens_q, &t.cu_seqlens_k}) {
+    for (TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.lse, &t.sinks, &t.cu_seqlens_q, &t.cu_seqlens_k,
+                          &t.block_offsets, &t.block_indices, &t.block_table, &t.seqlens_k}) {
       if (v->data == nullptr) continue;
       void* ptr = nullptr;
       if (cudaMalloc(&ptr, v->span_bytes()) != cudaSuccess) continue;
-      cudaMemcpy(ptr, v->data, v->span_bytes(), cudaMemcpyHostToDevice);
+      if (cudaMemcpy(ptr, v->data, v->span_bytes(), cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(ptr);
+        continue;
+      }
       v->data = ptr;
       v->device = {DeviceKind::cuda, 0};
       buffers.push_back(ptr);
@@ -57,17 +75,6 @@ struct DeviceWorkspace {
   }
   Workspace span() const { return {static_cast<std::byte*>(data), bytes}; }
 };
-
-// Skips without CUDA or a device; gpu_ is this machine's GPU.
-class OnGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA";
-    gpu_ = detect_cuda_platform();
-    if (!gpu_) GTEST_SKIP() << "no CUDA device on this machine (run build-gpu/tests/test_sparse_gpu on the device machine)";
-  }
-  std::optional<Platform> gpu_;
-};
+#endif
 
 }  // namespace attnkit::testing
-#endif

@@ -14,6 +14,7 @@
 #include "attnkit/backends/registry.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/gather_rows.hpp"
+#include "gpu/device_buffers.hpp"
 #include "testing/backend_runner.hpp"
 #include "testing/parity_cases.hpp"
 #include "testing/reference_check.hpp"
@@ -290,25 +291,16 @@ TEST(CudaBackends, BadDeviceBlockListsStayInBounds) {
     // 5 query blocks: offsets [6], indices [7], every kind of wrong.
     const std::vector<std::int32_t> offsets = {0, 5, 2, 1000, -4, 7};
     const std::vector<std::int32_t> indices = {3, 1, -9, 1 << 29, 2, 6, 0};
-    AttentionTensors dev = data->tensors();
-    std::vector<void*> buffers;
-    auto upload = [&](TensorView& v, const void* src, std::size_t bytes) {
-      void* ptr = nullptr;
-      ASSERT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-      v.data = ptr;
-      v.device = {DeviceKind::cuda, 0};
-      buffers.push_back(ptr);
-    };
-    for (TensorView* v : {&dev.q, &dev.k, &dev.v, &dev.out}) upload(*v, v->data, v->span_bytes());
-    dev.block_offsets.shape[0] = static_cast<std::int64_t>(offsets.size());
-    dev.block_indices.shape[0] = static_cast<std::int64_t>(indices.size());
-    upload(dev.block_offsets, offsets.data(), offsets.size() * sizeof(std::int32_t));
-    upload(dev.block_indices, indices.data(), indices.size() * sizeof(std::int32_t));
-    const Diagnostics ran = (*plan)->run(dev, {}, nullptr);
+    AttentionTensors host = data->tensors();
+    host.block_offsets.data = const_cast<std::int32_t*>(offsets.data());
+    host.block_offsets.shape[0] = static_cast<std::int64_t>(offsets.size());
+    host.block_indices.data = const_cast<std::int32_t*>(indices.data());
+    host.block_indices.shape[0] = static_cast<std::int64_t>(indices.size());
+    const DeviceBinding dev(host);
+    ASSERT_EQ(dev.buffers.size(), 6u) << name << ": q, k, v, out and the two lists on the device";
+    const Diagnostics ran = (*plan)->run(dev.t, {}, nullptr);
     EXPECT_TRUE(ran.ok()) << name << ": " << ran.summary();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name;
-    for (void* b : buffers) cudaFree(b);
   }
 }
 
@@ -385,17 +377,9 @@ TEST(CudaBackends, RunIsGraphCapturable) {
     ASSERT_TRUE(data.ok());
     auto plan = backend->plan(p, *tp.platform);
     ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-    const AttentionTensors host = data->tensors();
-    AttentionTensors dev = host;
-    std::vector<void*> buffers;
-    for (TensorView* v : {&dev.q, &dev.k, &dev.v, &dev.out}) {
-      void* ptr = nullptr;
-      ASSERT_EQ(cudaMalloc(&ptr, v->span_bytes()), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(ptr, v->data, v->span_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
-      v->data = ptr;
-      v->device = {DeviceKind::cuda, 0};
-      buffers.push_back(ptr);
-    }
+    const DeviceBinding binding(data->tensors());
+    ASSERT_EQ(binding.buffers.size(), 4u) << name << ": q, k, v and out on the device";
+    const AttentionTensors& dev = binding.t;
     const auto bytes = static_cast<std::size_t>(dev.out.span_bytes());
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -419,7 +403,6 @@ TEST(CudaBackends, RunIsGraphCapturable) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(stream);
-    for (void* b : buffers) cudaFree(b);
   }
 }
 #endif

@@ -12,6 +12,7 @@
 
 #include "attnkit/backends/registry.hpp"
 #include "dist/device_ops.hpp"
+#include "gpu/device_buffers.hpp"
 #include "testing/dist_cases.hpp"
 
 namespace attnkit {
@@ -21,15 +22,7 @@ using dist::SequenceParallel;
 using testing::DistCase;
 using testing::RankResult;
 
-class DistGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA";
-    gpu_ = detect_cuda_platform();
-    if (!gpu_) GTEST_SKIP() << "no CUDA device on this machine (run build-gpu/tests/test_dist_gpu on the device machine)";
-  }
-  std::optional<Platform> gpu_;
-};
+using DistGpu = testing::OnGpu;
 
 // The shared cases at a head dim fa2 compiles (64); fp32 only for cuda_sdpa.
 std::vector<DistCase> gpu_cases(std::string_view backend) {
