@@ -12,6 +12,8 @@
 // Prints one JSON object per line, one per list set.
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,24 +45,23 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value for " + f);
-      return argv[++i];
-    };
-    if (f == "--dtype") {
-      auto t = parse_dtype(value());
-      if (!t) usage("bad --dtype");
-      a.dtype = *t;
-    } else if (f == "--seqlen") a.seqlen = std::stoi(value());
-    else if (f == "--heads") a.heads = std::stoi(value());
-    else if (f == "--head-dim") a.head_dim = std::stoi(value());
-    else if (f == "--block") a.block = std::stoi(value());
-    else if (f == "--threads") a.threads = std::stoi(value());
-    else if (f == "--reps") a.reps = std::stoi(value());
-    else usage("unknown flag " + f);
+  std::string dtype(dtype_name(a.dtype));
+  CLI::App app{"block-sparse cpu_flash against its dense path: time versus density"};
+  app.add_option("--dtype", dtype, "fp32 | fp16 | bf16")->capture_default_str();
+  app.add_option("--seqlen", a.seqlen)->capture_default_str();
+  app.add_option("--heads", a.heads)->capture_default_str();
+  app.add_option("--head-dim", a.head_dim)->capture_default_str();
+  app.add_option("--block", a.block, "block size (queries and keys)")->capture_default_str();
+  app.add_option("--threads", a.threads, "0: every core")->capture_default_str();
+  app.add_option("--reps", a.reps)->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
+  const auto t = parse_dtype(dtype);
+  if (!t) usage("bad --dtype");
+  a.dtype = *t;
   if (a.threads <= 0) a.threads = omp_get_max_threads();
   return a;
 }

@@ -8,6 +8,8 @@
 // Prints one JSON object per line.
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,28 +44,27 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value for " + f).c_str());
-      return argv[++i];
-    };
-    if (f == "--dtype") {
-      auto t = parse_dtype(value());
-      if (!t) usage("bad --dtype");
-      a.dtype = *t;
-    } else if (f == "--seqlen") a.seqlen = std::stoi(value());
-    else if (f == "--heads") a.heads = std::stoi(value());
-    else if (f == "--head-dim") a.head_dim = std::stoi(value());
-    else if (f == "--batch") a.batch = std::stoi(value());
-    else if (f == "--threads") a.threads = std::stoi(value());
-    else if (f == "--reps") a.reps = std::stoi(value());
-    else if (f == "--inputs") a.inputs = value();
-    else if (f == "--causal") a.causal = true;
-    else if (f == "--peak") a.peak = true;
-    else if (f == "--check") a.check = true;
-    else usage(("unknown flag " + f).c_str());
+  std::string dtype(dtype_name(a.dtype));
+  CLI::App app{"cpu_flash on one shape, or the machine's fp32 FMA peak"};
+  app.add_option("--dtype", dtype, "fp32 | fp16 | bf16")->capture_default_str();
+  app.add_option("--seqlen", a.seqlen)->capture_default_str();
+  app.add_option("--heads", a.heads)->capture_default_str();
+  app.add_option("--head-dim", a.head_dim)->capture_default_str();
+  app.add_option("--batch", a.batch)->capture_default_str();
+  app.add_option("--threads", a.threads, "0: every core")->capture_default_str();
+  app.add_option("--reps", a.reps)->capture_default_str();
+  app.add_option("--inputs", a.inputs, "q, k, v as compare_torch.py writes them");
+  app.add_flag("--causal", a.causal);
+  app.add_flag("--peak", a.peak, "the fp32 FMA peak instead of attention");
+  app.add_flag("--check", a.check, "compare with the reference");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
+  const auto t = parse_dtype(dtype);
+  if (!t) usage("bad --dtype");
+  a.dtype = *t;
   if (a.threads <= 0) a.threads = omp_get_max_threads();
   return a;
 }
