@@ -199,30 +199,27 @@ def _block_sizes(block_q, block_k):
     return sizes
 
 
+def _int_tuple(value, name, fields):
+    """`value` as a tuple of len(fields) ints, or AK1014 naming the fields."""
+    try:
+        items = () if isinstance(value, (str, bytes)) else tuple(value)
+    except TypeError:
+        items = ()
+    if len(items) != len(fields):
+        kind = {2: "a pair", 3: "a triple"}[len(fields)]
+        raise _error("AK1014", name=name, expected=f"{kind} ({', '.join(fields)})", value=_shown(value),
+                     type=type(value).__name__)
+    return tuple(_integer(x, name) for x in items)
+
+
 def _video_grid(video_grid):
     """video_grid as (frames, height, width) ints, None when not given, or AK1014."""
-    if video_grid is None:
-        return None
-    try:
-        dims = () if isinstance(video_grid, (str, bytes)) else tuple(video_grid)
-    except TypeError:
-        dims = ()
-    if len(dims) != 3:
-        raise _error("AK1014", name="video_grid", expected="a triple (frames, height, width)",
-                     value=_shown(video_grid), type=type(video_grid).__name__)
-    return tuple(_integer(x, "video_grid") for x in dims)
+    return None if video_grid is None else _int_tuple(video_grid, "video_grid", ("frames", "height", "width"))
 
 
 def _block_layout(block_layout):
     """block_layout as (lists_batch, lists_heads) ints, or AK1014."""
-    try:
-        pair = () if isinstance(block_layout, (str, bytes)) else tuple(block_layout)
-    except TypeError:
-        pair = ()
-    if len(pair) != 2:
-        raise _error("AK1014", name="block_layout", expected="a pair (lists_batch, lists_heads)",
-                     value=_shown(block_layout), type=type(block_layout).__name__)
-    return tuple(_integer(x, "block_layout") for x in pair)
+    return _int_tuple(block_layout, "block_layout", ("lists_batch", "lists_heads"))
 
 
 def block_sparse_from_mask(block_mask, seqlen_q, seqlen_k, block_q=128, block_k=128):
