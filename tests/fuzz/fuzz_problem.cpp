@@ -85,8 +85,9 @@ struct ExactCopies {
   void move(TensorView& v) {
     if (v.data == nullptr) return;
     const std::size_t bytes = static_cast<std::size_t>(v.numel()) * dtype_size(v.dtype);
-    owned.push_back(std::make_unique<std::vector<std::byte>>(bytes));
-    std::memcpy(owned.back()->data(), v.data, bytes);
+    // An empty tensor keeps a non-null (one-byte) buffer: null means "absent".
+    owned.push_back(std::make_unique<std::vector<std::byte>>(std::max<std::size_t>(bytes, 1)));
+    if (bytes > 0) std::memcpy(owned.back()->data(), v.data, bytes);
     v.data = owned.back()->data();
   }
 };
