@@ -93,10 +93,11 @@ def _register_torch_ops():
 
 
 def __getattr__(name):
-    # attnkit.torch (Attention, an nn.Module on a Deployment layer) loads torch: only when asked for.
-    if name == "torch":
+    # attnkit.torch (Attention, an nn.Module on a Deployment layer) and attnkit.flash_attn_interface
+    # (FlashAttention 2's functions) load torch: only when asked for.
+    if name in ("torch", "flash_attn_interface"):
         import importlib
-        return importlib.import_module(".torch", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'attnkit' has no attribute {name!r}")
 
 
@@ -432,8 +433,8 @@ def _attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *, 
                 seqlens_k=cache_seqlens, layer=layer)
 
 
-def _unsupported(argument, reason):
-    return _error("AK1011", argument=argument, reason=reason)
+def _unsupported(argument, reason, function="scaled_dot_product_attention"):
+    return _error("AK1011", function=function, argument=argument, reason=reason)
 
 
 def _sdpa(query, key, value, is_causal, scale, backend):

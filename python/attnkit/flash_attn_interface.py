@@ -1,0 +1,448 @@
+"""FlashAttention 2's Python interface on attnkit's kernels.
+
+    from attnkit.flash_attn_interface import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
+    out = flash_attn_func(q, k, v, causal=True)                  # q, k, v: torch [batch, seqlen, heads, dim]
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=lens, causal=True)
+
+The functions, arguments, shapes and return values of flash_attn.flash_attn_interface (2.x), so that
+code written against FlashAttention runs on attnkit unchanged, forward only: the packed variants, varlen,
+and the KV-cache call with its in-place append of new keys and values, rotary embedding of q and the new
+keys, cache_batch_idx, cache_leftpad and paged caches (block_table). Each call runs what attnkit selects
+for it (attnkit.last_backend() names it, attnkit.force_backend pins one); num_splits and deterministic
+are accepted and have no effect (attnkit's planner splits, its forward is deterministic).
+
+Gradients: the dense, packed and varlen calls are differentiable. attnkit's kernels are forward-only,
+so the backward pass is an exact recomputation in torch (fp32, from the forward's LSE) that holds one
+(seqlen_q, seqlen_k) score matrix per head: correct, O(seqlen^2) memory, meant for tests and small
+fine-tuning, not for training at scale. Inference (torch.no_grad(), torch.inference_mode()) never
+touches it. The KV-cache call is forward-only, as in FlashAttention.
+
+Refused with AK1011, rather than computed differently: dropout_p > 0, alibi_slopes, block_table in the
+varlen call, gradients through the KV-cache call, and the combinations FlashAttention refuses itself. A KV-cache append past the cache's end is refused (AK1111) when the lengths are host tensors;
+CUDA lengths are not read back (no synchronisation, so the call stays capturable): there, rows past
+the cache's end are not written and keys past it not attended.
+"""
+import torch
+
+import attnkit
+
+__all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
+           "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache"]
+
+
+def _refuse(function, argument, reason):
+    return attnkit._unsupported(argument, reason, function=function)
+
+
+def _inference_only(function, dropout_p, alibi_slopes, *tensors):
+    """FlashAttention's training-side arguments, refused: dropout, ALiBi and, for the calls given
+    `tensors`, gradients."""
+    try:
+        dropout = float("nan") if isinstance(dropout_p, (str, bytes)) else float(dropout_p)
+    except (TypeError, ValueError):
+        dropout = float("nan")
+    if dropout != 0.0:
+        raise _refuse(function, f"dropout_p={attnkit._shown(dropout_p)}",
+                      "attnkit is an inference library: dropout_p must be 0.0")
+    if alibi_slopes is not None:
+        raise _refuse(function, "alibi_slopes", "attnkit's kernels have no ALiBi bias")
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
+        raise _refuse(function, "inputs that require grad",
+                      "FlashAttention's KV-cache call has no backward pass; call it under torch.no_grad() or "
+                      "torch.inference_mode()")
+
+
+def _last_dim_contiguous(x):
+    return x.contiguous() if isinstance(x, torch.Tensor) and x.stride(-1) != 1 else x
+
+
+def _results(out_lse, return_attn_probs):
+    """FlashAttention's returns: out, or (out, softmax_lse, S_dmask) with no S_dmask (dropout is refused)."""
+    out, lse = out_lse
+    return (out, lse, None) if return_attn_probs else out
+
+
+def _dense(function, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+           return_attn_probs):
+    _inference_only(function, dropout_p, alibi_slopes)
+    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+    options = dict(causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale)
+    if _needs_grad(q, k, v):
+        return _results(_Differentiable.apply(q, k, v, None, options), return_attn_probs)
+    return _results(attnkit.attention(q, k, v, return_lse=True, **options), return_attn_probs)
+
+
+def _needs_grad(*tensors):
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """q (batch, seqlen_q, heads, dim), k / v (batch, seqlen_k, kv_heads, dim) -> out (batch, seqlen_q,
+    heads, dim); with return_attn_probs, (out, softmax_lse (batch, heads, seqlen_q), None)."""
+    return _dense("flash_attn_func", q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                  alibi_slopes, return_attn_probs)
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                              softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """qkv (batch, seqlen, 3, heads, dim): read in place through strided views."""
+    q, k, v = _unpack(qkv, 3, "qkv", 5)
+    return _dense("flash_attn_qkvpacked_func", q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                  alibi_slopes, return_attn_probs)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                             softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """kv (batch, seqlen_k, 2, kv_heads, dim)."""
+    k, v = _unpack(kv, 2, "kv", 5)
+    return _dense("flash_attn_kvpacked_func", q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                  alibi_slopes, return_attn_probs)
+
+
+def _unpack(packed, parts, name, rank):
+    """The views of a packed tensor along its stacking dim (dim -3), or the catalogued refusal."""
+    shape = attnkit._shape(packed, rank, name, f"{rank}-d with {parts} stacked at dim -3")
+    if shape[-3] != parts:
+        raise attnkit._error("AK1103", name=name, shape=list(shape),
+                             expected=f"{parts} at dim -3 (FlashAttention's packed layout)")
+    return packed.unbind(dim=-3)
+
+
+def _varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
+            causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table=None):
+    _inference_only(function, dropout_p, alibi_slopes)
+    if block_table is not None:
+        raise _refuse(function, "block_table", "a paged cache goes through flash_attn_with_kvcache")
+    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+    options = dict(causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale)
+    varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if _needs_grad(q, k, v):
+        return _results(_Differentiable.apply(q, k, v, varlen, options), return_attn_probs)
+    return _results(attnkit.attention_varlen(q, k, v, *varlen, return_lse=True, **options), return_attn_probs)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    """q (total_q, heads, dim), k / v (total_k, kv_heads, dim), int32 cu_seqlens (batch + 1,) ->
+    out (total_q, heads, dim); with return_attn_probs, (out, softmax_lse (heads, total_q), None)."""
+    return _varlen("flash_attn_varlen_func", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                   dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs,
+                   block_table)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,
+                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """qkv (total, 3, heads, dim)."""
+    q, k, v = _unpack(qkv, 3, "qkv", 4)
+    return _varlen("flash_attn_varlen_qkvpacked_func", q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
+                   dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                                    softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """kv (total_k, 2, kv_heads, dim)."""
+    k, v = _unpack(kv, 2, "kv", 4)
+    return _varlen("flash_attn_varlen_kvpacked_func", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                   max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                   return_attn_probs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The backward pass: exact, in torch
+
+
+class _Differentiable(torch.autograd.Function):
+    """attnkit's forward; the backward recomputes P = exp(S - LSE) per head in fp32 and applies
+        dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)) [* (1 - tanh^2(S_raw / softcap))],
+        dQ = scale * dS K,  dK = scale * dS^T Q,
+    summing dK and dV over the query heads that share a kv head (GQA)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, varlen, options):
+        q_, k_, v_ = (x.detach() for x in (q, k, v))
+        if varlen is None:
+            out, lse = attnkit.attention(q_, k_, v_, return_lse=True, **options)
+        else:
+            out, lse = attnkit.attention_varlen(q_, k_, v_, *varlen, return_lse=True, **options)
+        ctx.save_for_backward(q_, k_, v_, out, lse)
+        ctx.varlen, ctx.options = varlen, options
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        if ctx.varlen is None:
+            dq, dk, dv = _attention_grads(q, k, v, out, lse, dout, ctx.options)
+        else:  # per sequence, on the host's copy of the offsets
+            dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+            cu_q, cu_k = (torch.as_tensor(c).tolist() for c in ctx.varlen[:2])
+            for i in range(len(cu_q) - 1):
+                rq, rk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
+                grads = _attention_grads(q[None, rq], k[None, rk], v[None, rk], out[None, rq],
+                                         lse[None, :, rq], dout[None, rq], ctx.options)
+                dq[rq], dk[rk], dv[rk] = (g[0] for g in grads)
+        return dq, dk, dv, None, None
+
+
+def _attention_grads(q, k, v, out, lse, dout, options):
+    """(dq, dk, dv) of [batch, seq, heads, dim] attention, in the inputs' dtypes."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    group = h // hk
+    left, right, softcap, scale = attnkit._options(options["window_size"], options["softcap"],
+                                                   options["softmax_scale"])
+    scale = d ** -0.5 if scale is None else scale
+    if options["causal"]:
+        right = 0
+    qf, of, dof = (x.float().transpose(1, 2) for x in (q, out, dout))                # [b, h, s, d]
+    kf, vf = (x.float().transpose(1, 2).repeat_interleave(group, dim=1) for x in (k, v))
+    raw = scale * qf @ kf.transpose(-1, -2)                                            # [b, h, sq, sk]
+    logits = softcap * torch.tanh(raw / softcap) if softcap > 0 else raw
+    i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)                         # bottom-right diagonal
+    j = torch.arange(sk, device=q.device)[None, :]
+    visible = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+    if left >= 0:
+        visible &= j >= i - left
+    if right >= 0:
+        visible &= j <= i + right
+    lse = lse.float()[..., None]
+    p = torch.where(visible & torch.isfinite(lse), torch.exp(logits - torch.where(torch.isfinite(lse), lse, 0.0)),
+                    0.0)
+    dv = p.transpose(-1, -2) @ dof
+    dp = dof @ vf.transpose(-1, -2)
+    ds = p * (dp - (dof * of).sum(-1, keepdim=True))
+    if softcap > 0:
+        ds = ds * (1 - torch.tanh(raw / softcap) ** 2)
+    dq = scale * ds @ kf
+    dk = scale * ds.transpose(-1, -2) @ qf
+
+    def per_kv_head(x):  # [b, h, s, d] -> [b, s, hk, d], summed over each group
+        return x.reshape(b, hk, group, *x.shape[2:]).sum(2).transpose(1, 2)
+
+    return dq.transpose(1, 2).to(q.dtype), per_kv_head(dk).to(k.dtype), per_kv_head(dv).to(v.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# flash_attn_with_kvcache
+
+
+def _rotary(x, cos, sin, positions, interleaved):
+    """x (batch, seqlen, heads, dim) with its first rotary_dim = 2 * cos.shape[1] channels rotated by the
+    angles at `positions` (batch, seqlen): pairs (2i, 2i + 1) when interleaved, (i, i + rotary_dim / 2)
+    otherwise (GPT-NeoX). Computed in fp32, rounded to x's dtype; positions past the table rotate by 0."""
+    half = cos.shape[1]
+    inside = positions < cos.shape[0]
+    at = positions.clamp(0, cos.shape[0] - 1).long()
+    c = torch.where(inside[..., None], cos.float()[at], 1.0)[:, :, None, :]  # (batch, seqlen, 1, half)
+    s = torch.where(inside[..., None], sin.float()[at], 0.0)[:, :, None, :]
+    rotated = x[..., :2 * half].float()
+    if interleaved:
+        x1, x2 = rotated[..., 0::2], rotated[..., 1::2]
+        rotated = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+    else:
+        x1, x2 = rotated[..., :half], rotated[..., half:]
+        rotated = torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    return torch.cat((rotated.to(x.dtype), x[..., 2 * half:]), dim=-1)
+
+
+def _same_rows(x, name, expected):
+    if tuple(x.shape) != tuple(expected):
+        raise attnkit._error("AK1103", name=name, shape=list(x.shape), expected=list(expected))
+
+
+def _same_dtype(x, name, dtype):
+    if x.dtype != dtype:
+        raise attnkit._error("AK1104", name=name, dtype=str(x.dtype).replace("torch.", ""),
+                             expected=str(dtype).replace("torch.", ""))
+
+
+def _on(x, name, device):
+    """x is a torch tensor on `device`, or the catalogued refusal (the cache update runs in torch)."""
+    if not isinstance(x, torch.Tensor):
+        raise attnkit._error("AK1105", name=name, device=type(x).__name__, expected=f"a torch tensor on {device}")
+    if x.device != device:
+        raise attnkit._error("AK1105", name=name, device=str(x.device), expected=str(device))
+
+
+def _index_tensor(x, name, batch, device):
+    """An int32 (batch,) tensor on `device`, or the catalogued refusal."""
+    attnkit._shape(x, 1, name, "(batch,)")
+    _on(x, name, device)
+    if x.shape[0] != batch:
+        raise attnkit._error("AK1103", name=name, shape=list(x.shape), expected=f"({batch},)")
+    if x.dtype not in (torch.int32, torch.int64):
+        raise attnkit._error("AK1104", name=name, dtype=str(x.dtype).replace("torch.", ""), expected="int32")
+    return x.to(torch.int32)
+
+
+def _page_size_for(seqlen_cache):
+    """The page a contiguous cache is viewed in: the largest of 256 .. 16 dividing it (the sizes the GPU
+    kernels tile well), else the whole sequence as one page."""
+    return next((p for p in (256, 128, 64, 32, 16) if seqlen_cache % p == 0), seqlen_cache)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+    """Attention of q (batch, seqlen_q, heads, dim) over a KV cache: (batch_cache, seqlen_cache, kv_heads,
+    dim), or pages (num_blocks, page_size, kv_heads, dim) listed per sequence by block_table (batch,
+    max_blocks). k / v (batch, seqlen_new, kv_heads, dim), when given, are written into the cache at
+    cache_seqlens (rotated first when rotary_cos / rotary_sin are given) and attended with it. Keys
+    [cache_leftpad, cache_seqlens + seqlen_new) of each sequence are visible; causal and window masks align
+    the queries with the last of them. Returns out, or (out, softmax_lse (batch, heads, seqlen_q))."""
+    function = "flash_attn_with_kvcache"
+    _inference_only(function, 0.0, alibi_slopes, q, k_cache, v_cache, k, v)
+    b, sq, _, _ = attnkit._shape(q, 4, "q", "bshd")
+    attnkit._shape(k_cache, 4, "k_cache", "bshd")
+    attnkit._shape(v_cache, 4, "v_cache", "bshd")
+    if not isinstance(q, torch.Tensor):
+        raise attnkit._error("AK1105", name="q", device=type(q).__name__, expected="a torch tensor")
+    device = q.device
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v), ("rotary_cos", rotary_cos),
+                    ("rotary_sin", rotary_sin), ("block_table", block_table)):
+        if x is not None:
+            _on(x, name, device)
+    if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
+        raise _refuse(function, "a cache whose last dim is strided", "the cache must have a contiguous last dim")
+    if (k is None) != (v is None):
+        raise _refuse(function, "k without v" if v is None else "v without k", "pass both new keys and values")
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise _refuse(function, "rotary_cos without rotary_sin", "pass both tables")
+    paged = block_table is not None
+    if paged and (cache_batch_idx is not None or cache_leftpad is not None):
+        raise _refuse(function, "cache_batch_idx or cache_leftpad with block_table",
+                      "FlashAttention does not combine them: the block table already says where each sequence is")
+    if paged:
+        attnkit._shape(block_table, 2, "block_table", "(batch, max_blocks)")
+        if block_table.dtype != torch.int32:
+            raise attnkit._error("AK1104", name="block_table", dtype=str(block_table.dtype).replace("torch.", ""),
+                                 expected="int32")
+        _same_rows(block_table, "block_table", (b, block_table.shape[1]))
+        page = int(k_cache.shape[1])
+        capacity = int(block_table.shape[1]) * page
+    else:
+        capacity = int(k_cache.shape[1])
+    new = 0 if k is None else attnkit._shape(k, 4, "k", "bshd")[1]
+    if k is not None:
+        _same_rows(k, "k", (b, new, *k_cache.shape[2:]))
+        _same_rows(v, "v", (b, new, *v_cache.shape[2:]))
+        _same_dtype(k, "k", k_cache.dtype)
+        _same_dtype(v, "v", v_cache.dtype)
+    for name, table in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+        if table is not None:
+            _same_dtype(table, name, q.dtype)  # as FlashAttention asks
+    _same_rows(v_cache, "v_cache", (*k_cache.shape[:2], v_cache.shape[2], v_cache.shape[3]))
+    if cache_seqlens is None:
+        if k is not None:
+            raise _refuse(function, "k / v without cache_seqlens", "the new keys go at cache_seqlens")
+        lengths = torch.full((b,), capacity, dtype=torch.int32, device=device)
+    elif isinstance(cache_seqlens, torch.Tensor):
+        lengths = _index_tensor(cache_seqlens, "cache_seqlens", b, device)
+    else:
+        lengths = torch.full((b,), attnkit._integer(cache_seqlens, "cache_seqlens"), dtype=torch.int32, device=device)
+    rows = None if cache_batch_idx is None else _index_tensor(cache_batch_idx, "cache_batch_idx", b, device)
+    start = None if cache_leftpad is None else _index_tensor(cache_leftpad, "cache_leftpad", b, device)
+    if device.type == "cpu":  # host values: check them before a single write
+        _check_cache_ranges(lengths, new, capacity, rows, int(k_cache.shape[0]), start)
+        if paged and block_table.numel() and (int(block_table.min()) < 0 or int(block_table.max()) >= k_cache.shape[0]):
+            raise attnkit._error("AK1111", reason=f"block_table names pages outside [0, {k_cache.shape[0]})")
+
+    q_ro = q
+    if rotary_cos is not None:
+        if k is None:
+            raise _refuse(function, "rotary_cos without k / v", "FlashAttention rotates only with new keys")
+        rotary_dim = 2 * attnkit._shape(rotary_cos, 2, "rotary_cos", "(seqlen_ro, rotary_dim / 2)")[1]
+        if rotary_dim > q.shape[-1] or tuple(rotary_sin.shape) != tuple(rotary_cos.shape):
+            raise _refuse(function, f"rotary tables of {list(rotary_cos.shape)} and {list(rotary_sin.shape)}",
+                          f"both (seqlen_ro, rotary_dim / 2) with rotary_dim <= head dim {q.shape[-1]}")
+        steps = torch.arange(new, device=device, dtype=torch.int32)
+        k = _rotary(k, rotary_cos, rotary_sin, lengths[:, None] + steps, rotary_interleaved)
+        left, right = attnkit._options(window_size, 0.0, None)[:2]
+        per_query = causal or left >= 0 or right >= 0  # FlashAttention: one position for all of q otherwise
+        q_steps = torch.arange(sq, device=device, dtype=torch.int32) if per_query else torch.zeros(
+            sq, device=device, dtype=torch.int32)
+        q_ro = _rotary(q, rotary_cos, rotary_sin, lengths[:, None] + q_steps, rotary_interleaved)
+
+    checked = device.type == "cpu"
+    if k is not None:
+        _append(k_cache, v_cache, k, v, lengths, capacity, rows, block_table, checked)
+    visible = _visible_lengths(lengths, new, start, capacity, checked)
+
+    if paged:
+        k_pages, v_pages, table = k_cache, v_cache, block_table
+    else:
+        k_pages, v_pages, table = _as_pages(k_cache, v_cache, rows, start, b, capacity)
+    out = attnkit.attention_with_kvcache(_last_dim_contiguous(q_ro), k_pages, v_pages, visible.to(torch.int32),
+                                         table, causal=causal, window_size=window_size, softcap=softcap,
+                                         softmax_scale=softmax_scale, return_lse=return_softmax_lse)
+    return out
+
+
+def _check_cache_ranges(lengths, new, capacity, rows, batch_cache, start):
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) + new > capacity):
+        raise attnkit._error("AK1111", reason=f"cache_seqlens {lengths.tolist()} + {new} new tokens must lie in "
+                                              f"[0, {capacity}], the cache's length")
+    if rows is not None and rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= batch_cache):
+        raise attnkit._error("AK1111", reason=f"cache_batch_idx {rows.tolist()} must index the cache's "
+                                              f"{batch_cache} sequences")
+    if start is not None and start.numel() and (int(start.min()) < 0 or bool((start > lengths + new).any())):
+        raise attnkit._error("AK1111", reason=f"cache_leftpad {start.tolist()} must lie in [0, cache_seqlens + new]")
+
+
+def _visible_lengths(lengths, new, start, capacity, checked):
+    """Keys per sequence: [start, lengths + new). Unchecked (CUDA) lengths are clamped into the cache:
+    what lies past its end is not attended."""
+    visible = lengths + new if start is None else lengths + new - start
+    if checked:
+        return visible
+    return visible.clamp(0, capacity) if start is None else torch.minimum(visible.clamp(min=0), capacity - start)
+
+
+def _append(k_cache, v_cache, k, v, lengths, capacity, rows, block_table, checked):
+    """k / v (batch, new, kv_heads, dim) into the cache at positions lengths[b] + j, in place. Unchecked
+    (CUDA) lengths are not read back: positions past the cache's end are not written."""
+    b, new = k.shape[0], k.shape[1]
+    positions = lengths[:, None].long() + torch.arange(new, device=k.device)  # (batch, new)
+    inside = positions < capacity
+    if not checked:
+        # A row past the end rewrites what slot p - new holds (a no-op): those slots lie before the
+        # sequence's first new row and differ from row to row, so no slot gets two writes.
+        positions = torch.where(inside, positions, positions - new).clamp(0, capacity - 1)
+    if block_table is None:
+        seq = (torch.arange(b, device=k.device) if rows is None else rows.long())[:, None].expand(b, new)
+        where = (seq, positions)
+    else:
+        page = k_cache.shape[1]
+        where = (block_table.long().gather(1, positions // page), positions % page)
+    if checked:  # every position lies inside
+        k_cache[where] = k
+        v_cache[where] = v
+    else:  # rows past the end write back what their slot held
+        keep = ~inside[..., None, None]
+        k_cache[where] = torch.where(keep, k_cache[where], k)
+        v_cache[where] = torch.where(keep, v_cache[where], v)
+
+
+def _as_pages(k_cache, v_cache, rows, start, batch, capacity):
+    """A contiguous cache (batch_cache, seqlen_cache, kv_heads, dim) as pages plus a block table, without a
+    copy: pages of _page_size_for(seqlen_cache) tokens, or of one token when cache_leftpad shifts where each
+    sequence starts."""
+    page = 1 if start is not None else _page_size_for(capacity)
+    per_seq = capacity // page
+
+    def pages(cache):
+        return cache.reshape(cache.shape[0] * per_seq, page, *cache.shape[2:])
+
+    device = k_cache.device
+    first = (torch.arange(batch, device=device) if rows is None else rows.long()) * per_seq
+    if start is not None:
+        first = first + start.long()
+    table = first[:, None] + torch.arange(per_seq, device=device)
+    table = table.clamp(max=k_cache.shape[0] * per_seq - 1).to(torch.int32)  # entries past a sequence: unread
+    return pages(k_cache), pages(v_cache), table
