@@ -1,5 +1,5 @@
-"""attnkit.flash_attn_interface (FlashAttention 2's functions) on CPU torch tensors, against the float64
-NumPy oracle: the dense, packed and varlen calls, and the KV-cache call with its in-place append, rotary
+"""attnkit.flash_attn_interface (FlashAttention 2's functions) on torch tensors (CPU, and CUDA where a GPU
+is present: there the KV-cache lengths are not read back), against the float64 NumPy oracle: the dense, packed and varlen calls, and the KV-cache call with its in-place append, rotary
 embedding (a complex-number formulation, independent of the module's), cache_batch_idx, cache_leftpad and
 paged caches; and what it refuses (skipped where torch is not installed)."""
 import numpy as np
@@ -12,28 +12,38 @@ from reference_numpy import attention_ref  # noqa: E402
 from refusals import expect_refused  # noqa: E402
 
 
-def randn(*shape, dtype=torch.float32, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def randn(*shape, dtype=torch.float32, seed=0, device="cpu"):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype).to(device)
+
+
+def host(x):
+    return x.detach().cpu().double() if isinstance(x, torch.Tensor) else x
 
 
 def rel(a, b):
-    a, b = np.asarray(a.double() if isinstance(a, torch.Tensor) else a), np.asarray(b)
+    a, b = np.asarray(host(a)), np.asarray(host(b))
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 BOUND = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("causal,window,softcap", [(False, (-1, -1), 0.0), (True, (-1, -1), 0.0),
                                                    (False, (7, 3), 0.0), (True, (-1, -1), 5.0)])
-def test_flash_attn_func_matches_the_oracle(dtype, causal, window, softcap):
-    q, k, v = randn(2, 37, 6, 40, dtype=dtype, seed=1), randn(2, 53, 2, 40, dtype=dtype, seed=2), \
-        randn(2, 53, 2, 40, dtype=dtype, seed=3)
+def test_flash_attn_func_matches_the_oracle(device, dtype, causal, window, softcap):
+    if device == "cuda" and dtype == torch.float32:
+        pytest.skip("the GPU kernels take fp16 / bf16")
+    q, k, v = (randn(*shape, dtype=dtype, seed=seed, device=device)
+               for shape, seed in (((2, 37, 6, 64), 1), ((2, 53, 2, 64), 2), ((2, 53, 2, 64), 3)))
     out, lse, probs = fai.flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap,
                                           return_attn_probs=True)
-    want, want_lse = attention_ref(q.float(), k.float(), v.float(), causal=causal, window=window, softcap=softcap)
-    assert out.shape == (2, 37, 6, 40) and out.dtype == dtype and probs is None
+    want, want_lse = attention_ref(*(host(x) for x in (q, k, v)), causal=causal, window=window, softcap=softcap)
+    assert out.shape == (2, 37, 6, 64) and out.dtype == dtype and out.device == q.device and probs is None
     assert lse.shape == (2, 6, 37) and lse.dtype == torch.float32
     assert rel(out, want) < BOUND[dtype]
     assert rel(lse, want_lse) < BOUND[dtype]
@@ -78,17 +88,18 @@ def varlen_ref(q, k, v, cu_q, cu_k, causal):
     return np.concatenate(outs), np.concatenate(lses, axis=-1)
 
 
+@pytest.mark.parametrize("device,dtype", [("cpu", torch.float32)] + [("cuda", torch.bfloat16)] * ("cuda" in DEVICES))
 @pytest.mark.parametrize("causal", [False, True])
-def test_varlen_matches_the_oracle_per_sequence(causal):
+def test_varlen_matches_the_oracle_per_sequence(device, dtype, causal):
     lengths_q, lengths_k = [5, 0, 17, 9], [11, 0, 17, 20]  # an empty sequence, sq < sk
-    q, k, v, cu_q, cu_k = varlen_case(lengths_q, lengths_k)
-    out, lse, _ = fai.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal,
-                                             return_attn_probs=True)
-    want, want_lse = varlen_ref(q, k, v, cu_q, cu_k, causal)
-    assert out.shape == q.shape and lse.shape == (4, q.shape[0])
-    assert rel(out, want) < 1e-5
+    q, k, v, cu_q, cu_k = varlen_case(lengths_q, lengths_k, d=64, dtype=dtype)
+    out, lse, _ = fai.flash_attn_varlen_func(*(x.to(device) for x in (q, k, v, cu_q, cu_k)), max(lengths_q),
+                                             max(lengths_k), causal=causal, return_attn_probs=True)
+    want, want_lse = varlen_ref(*(host(x) for x in (q, k, v)), cu_q, cu_k, causal)
+    assert out.shape == q.shape and lse.shape == (4, q.shape[0]) and out.device.type == device
+    assert rel(out, want) < BOUND[dtype]
     finite = np.isfinite(want_lse)
-    assert rel(lse.numpy()[finite], want_lse[finite]) < 1e-5
+    assert rel(host(lse).numpy()[finite], want_lse[finite]) < BOUND[dtype]
 
 
 def test_varlen_packed_calls():
@@ -135,12 +146,15 @@ def kvcache_ref(q, k_cache, v_cache, lengths, new, start, rows, causal, window):
     return np.concatenate(outs), np.concatenate(lses)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("causal,window", [(True, (-1, -1)), (False, (-1, -1)), (False, (5, 2))])
 @pytest.mark.parametrize("interleaved", [True, False])
 @pytest.mark.parametrize("cache", ["contiguous", "batch_idx", "leftpad", "paged"])
-def test_kvcache_append_rotary_and_attention(dtype, causal, window, interleaved, cache):
-    b, sq, h, hk, d, rotary_dim, capacity, new = 3, 4, 6, 2, 32, 16, 48, 4
+def test_kvcache_append_rotary_and_attention(device, dtype, causal, window, interleaved, cache):
+    if device == "cuda" and dtype == torch.float32:
+        pytest.skip("the GPU kernels take fp16 / bf16")
+    b, sq, h, hk, d, rotary_dim, capacity, new = 3, 4, 6, 2, 64, 16, 48, 4
     batch_cache = 5 if cache == "batch_idx" else b
     q = randn(b, sq, h, d, dtype=dtype, seed=11)
     k_new, v_new = randn(b, new, hk, d, dtype=dtype, seed=12), randn(b, new, hk, d, dtype=dtype, seed=13)
@@ -165,8 +179,11 @@ def test_kvcache_append_rotary_and_attention(dtype, causal, window, interleaved,
         v_want[r, int(lengths[i]):int(lengths[i]) + new] = v_new[i].double().numpy()
     want, want_lse = kvcache_ref(q_ro, k_want, v_want, lengths, new, start, rows, causal, window)
 
-    kwargs = dict(k=k_new, v=v_new, rotary_cos=cos, rotary_sin=sin, cache_seqlens=lengths, causal=causal,
-                  window_size=window, rotary_interleaved=interleaved, return_softmax_lse=True)
+    def on(x):
+        return None if x is None else x.to(device)
+
+    kwargs = dict(k=on(k_new), v=on(v_new), rotary_cos=on(cos), rotary_sin=on(sin), cache_seqlens=on(lengths),
+                  causal=causal, window_size=window, rotary_interleaved=interleaved, return_softmax_lse=True)
     if cache == "paged":  # pages of 8 tokens, shuffled
         page = 8
         order = torch.randperm(b * capacity // page, generator=torch.Generator().manual_seed(17))
@@ -175,20 +192,21 @@ def test_kvcache_append_rotary_and_attention(dtype, causal, window, interleaved,
         k_pages[order] = k_cache.reshape(-1, page, hk, d)
         v_pages[order] = v_cache.reshape(-1, page, hk, d)
         table = order.reshape(b, capacity // page).to(torch.int32)
-        out, lse = fai.flash_attn_with_kvcache(q, k_pages, v_pages, block_table=table, **kwargs)
-        k_got = k_pages[table.long()].reshape(b, capacity, hk, d)
-        v_got = v_pages[table.long()].reshape(b, capacity, hk, d)
+        k_pages, v_pages = on(k_pages), on(v_pages)
+        out, lse = fai.flash_attn_with_kvcache(on(q), k_pages, v_pages, block_table=on(table), **kwargs)
+        k_got = k_pages.cpu()[table.long()].reshape(b, capacity, hk, d)
+        v_got = v_pages.cpu()[table.long()].reshape(b, capacity, hk, d)
     else:
-        out, lse = fai.flash_attn_with_kvcache(q, k_cache, v_cache, cache_batch_idx=rows, cache_leftpad=start,
-                                               **kwargs)
-        k_got, v_got = k_cache, v_cache
+        k_got, v_got = on(k_cache), on(v_cache)
+        out, lse = fai.flash_attn_with_kvcache(on(q), k_got, v_got, cache_batch_idx=on(rows),
+                                               cache_leftpad=on(start), **kwargs)
     tol = 1e-6 if dtype == torch.float32 else 2e-3
-    assert np.allclose(k_got.double().numpy(), k_want, atol=tol, rtol=tol)  # rotated, rounded to the cache dtype
-    assert torch.equal(v_got, torch.from_numpy(v_want).to(dtype))  # values copied exactly
-    assert out.shape == (b, sq, h, d) and lse.shape == (b, h, sq)
+    assert np.allclose(host(k_got).numpy(), k_want, atol=tol, rtol=tol)  # rotated, rounded to the cache dtype
+    assert torch.equal(v_got.cpu(), torch.from_numpy(v_want).to(dtype))  # values copied exactly
+    assert out.shape == (b, sq, h, d) and lse.shape == (b, h, sq) and out.device.type == device
     assert rel(out, want) < BOUND[dtype]
     finite = np.isfinite(want_lse)
-    assert rel(lse.numpy()[finite], want_lse[finite]) < BOUND[dtype]
+    assert rel(host(lse).numpy()[finite], want_lse[finite]) < BOUND[dtype]
 
 
 @pytest.mark.parametrize("paged", [False, True])
@@ -245,20 +263,23 @@ def attention_autograd_ref(q, k, v, causal, window, softcap, scale=None):
     return torch.einsum("bhqk,bkhd->bqhd", p, vr), (q, k, v)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("causal,window,softcap", [(False, (-1, -1), 0.0), (True, (-1, -1), 0.0),
                                                    (False, (6, 2), 0.0), (True, (-1, -1), 4.0)])
-def test_gradients_match_torch_autograd(dtype, causal, window, softcap):
-    q = randn(2, 29, 4, 32, dtype=dtype, seed=30).requires_grad_()
-    k = randn(2, 41, 2, 32, dtype=dtype, seed=31).requires_grad_()
-    v = randn(2, 41, 2, 32, dtype=dtype, seed=32).requires_grad_()
+def test_gradients_match_torch_autograd(device, dtype, causal, window, softcap):
+    if device == "cuda" and dtype == torch.float32:
+        pytest.skip("the GPU kernels take fp16 / bf16")
+    q = randn(2, 29, 4, 64, dtype=dtype, seed=30, device=device).requires_grad_()
+    k = randn(2, 41, 2, 64, dtype=dtype, seed=31, device=device).requires_grad_()
+    v = randn(2, 41, 2, 64, dtype=dtype, seed=32, device=device).requires_grad_()
     out = fai.flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap)
-    g = randn(*out.shape, dtype=dtype, seed=33)
+    g = randn(*out.shape, dtype=dtype, seed=33, device=device)
     got = torch.autograd.grad(out, (q, k, v), g)
-    ref_out, leaves = attention_autograd_ref(q, k, v, causal, window, softcap)
-    want = torch.autograd.grad(ref_out, leaves, g.double())
+    ref_out, leaves = attention_autograd_ref(*(x.cpu() for x in (q, k, v)), causal, window, softcap)
+    want = torch.autograd.grad(ref_out, leaves, g.cpu().double())
     for name, a, b in zip("qkv", got, want):
-        assert a.dtype == dtype and a.shape == b.shape, name
+        assert a.dtype == dtype and a.shape == b.shape and a.device == q.device, name
         assert rel(a, b) < (1e-5 if dtype == torch.float32 else 1e-2), name
 
 
