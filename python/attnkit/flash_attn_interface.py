@@ -4,8 +4,10 @@
     out = flash_attn_func(q, k, v, causal=True)                  # q, k, v: torch [batch, seqlen, heads, dim]
     out = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=lens, causal=True)
 
+    attnkit.flash_attn_interface.install()                     # then `import flash_attn` is attnkit
+
 The functions, arguments, shapes and return values of flash_attn.flash_attn_interface (2.x), so that
-code written against FlashAttention runs on attnkit unchanged, forward only: the packed variants, varlen,
+code written against FlashAttention runs on attnkit unchanged: the packed variants, varlen,
 and the KV-cache call with its in-place append of new keys and values, rotary embedding of q and the new
 keys, cache_batch_idx, cache_leftpad and paged caches (block_table). Each call runs what attnkit selects
 for it (attnkit.last_backend() names it, attnkit.force_backend pins one); num_splits and deterministic
@@ -22,12 +24,34 @@ varlen call, gradients through the KV-cache call, and the combinations FlashAtte
 CUDA lengths are not read back (no synchronisation, so the call stays capturable): there, rows past
 the cache's end are not written and keys past it not attended.
 """
+import sys
+import types
+
 import torch
 
 import attnkit
 
-__all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
+__all__ = ["install", "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache"]
+
+
+def install(replace=False):
+    """Makes `import flash_attn` and `import flash_attn.flash_attn_interface` give these functions, so that
+    code written for FlashAttention 2 runs on attnkit without an edit. Call it before anything imports
+    flash_attn: a real flash_attn imported earlier is refused (AK1017) unless replace=True."""
+    present = sys.modules.get("flash_attn")
+    if present is not None and not getattr(present, "__attnkit__", False) and not replace:
+        raise attnkit._error("AK1017", origin=getattr(present, "__file__", None) or repr(present))
+    package = types.ModuleType("flash_attn", "FlashAttention 2's interface, served by attnkit.flash_attn_interface")
+    package.__path__ = []  # a package, so `import flash_attn.flash_attn_interface` resolves
+    package.__version__ = "2.7.4+attnkit"  # the FlashAttention release whose interface this follows
+    package.__attnkit__ = True
+    package.flash_attn_interface = sys.modules[__name__]
+    for name in __all__[1:]:
+        setattr(package, name, globals()[name])
+    sys.modules["flash_attn"] = package
+    sys.modules["flash_attn.flash_attn_interface"] = sys.modules[__name__]
+    return package
 
 
 def _refuse(function, argument, reason):

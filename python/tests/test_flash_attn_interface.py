@@ -419,3 +419,29 @@ def test_bad_argument(entry, name, kind):
         return
     out = result[0] if isinstance(result, tuple) else result
     assert isinstance(out, torch.Tensor) and out.shape[-1] == 32
+
+
+def test_install_makes_import_flash_attn_attnkit(monkeypatch):
+    for name in ("flash_attn", "flash_attn.flash_attn_interface"):
+        monkeypatch.delitem(__import__("sys").modules, name, raising=False)
+    fai.install()
+    import flash_attn
+    from flash_attn import flash_attn_func, flash_attn_with_kvcache  # noqa: F401
+    from flash_attn.flash_attn_interface import flash_attn_varlen_func
+    assert flash_attn_func is fai.flash_attn_func and flash_attn_varlen_func is fai.flash_attn_varlen_func
+    assert flash_attn.__version__.startswith("2.")
+    q = randn(1, 8, 2, 64, seed=50)
+    assert rel(flash_attn_func(q, q, q, causal=True), attention_ref(q, q, q, causal=True)[0]) < 1e-5
+    fai.install()  # again: a no-op on its own module
+
+
+def test_install_refuses_to_shadow_a_real_flash_attn(monkeypatch):
+    import sys
+    import types
+    real = types.ModuleType("flash_attn")
+    real.__file__ = "/site-packages/flash_attn/__init__.py"
+    monkeypatch.setitem(sys.modules, "flash_attn", real)
+    monkeypatch.delitem(sys.modules, "flash_attn.flash_attn_interface", raising=False)
+    error = expect_refused("AK1017", fai.install)
+    assert "/site-packages/flash_attn" in str(error) and sys.modules["flash_attn"] is real
+    assert fai.install(replace=True).__attnkit__ and sys.modules["flash_attn"] is not real
