@@ -14,13 +14,23 @@ Result<CallDecision> select_for_call(const Problem& p, const std::vector<Platfor
     // An explicit name must run on one of the platforms: the GPU's reasons
     // matter more than "not a CPU backend", so keep the most specific ones.
     Diagnostics best;
+    // A family tries its members in order (`fa` on sm_90: fa3, then fa2), the
+    // first one's refusal recorded when a later one runs the call.
     for (const Platform& platform : platforms) {
-      const std::string canonical = resolve_backend_name(name, platform, registry);
-      if (canonical.empty()) return unknown_backend(name, registry);
-      const Backend* backend = registry.find(canonical);
-      Diagnostics why = backend->check(p, platform);
-      if (why.empty()) return CallDecision{backend, platform, level, name, {}};
-      if (best.empty() || !why.has_code("AK2101")) best = why;
+      const std::vector<std::string> candidates = resolve_backend_candidates(name, platform, registry);
+      if (candidates.empty()) return unknown_backend(name, registry);
+      Diagnostics first;
+      for (const std::string& canonical : candidates) {
+        const Backend* backend = registry.find(canonical);
+        Diagnostics why = backend->check(p, platform);
+        if (why.empty()) {
+          CallDecision d{backend, platform, level, name, {}};
+          if (!first.empty()) d.rejected.push_back({candidates.front(), first.begin()->code, first.begin()->message});
+          return d;
+        }
+        if (first.empty()) first = why;
+      }
+      if (best.empty() || !first.has_code("AK2101")) best = first;
     }
     return best;
   }
@@ -29,20 +39,19 @@ Result<CallDecision> select_for_call(const Problem& p, const std::vector<Platfor
   std::string tried, where;
   for (const Platform& platform : platforms) {
     where += (where.empty() ? "" : " or ") + platform.label();
-    for (const std::string& name : platform_preference_order(platform, p)) {
-      const std::string canonical = resolve_backend_name(name, platform, registry);
-      const Backend* backend = canonical.empty() ? nullptr : registry.find(canonical);
-      if (backend == nullptr) continue;
-      Diagnostics why = backend->check(p, platform);
-      if (why.empty()) {
-        d.backend = backend;
-        d.platform = platform;
-        return d;
+    for (const std::string& name : platform_preference_order(platform, p))
+      for (const std::string& canonical : resolve_backend_candidates(name, platform, registry)) {
+        const Backend* backend = registry.find(canonical);
+        Diagnostics why = backend->check(p, platform);
+        if (why.empty()) {
+          d.backend = backend;
+          d.platform = platform;
+          return d;
+        }
+        d.rejected.push_back({canonical, why.begin()->code, why.begin()->message});
+        tried += (tried.empty() ? "" : ", ") + canonical + " (" + why.begin()->code + ")";
+        reasons.append(why);
       }
-      d.rejected.push_back({canonical, why.begin()->code, why.begin()->message});
-      tried += (tried.empty() ? "" : ", ") + canonical + " (" + why.begin()->code + ")";
-      reasons.append(why);
-    }
   }
   Diagnostics none = diagnose("AK3002", {{"layer", p.summary()}, {"platform", where}, {"tried", tried}});
   none.append(reasons);

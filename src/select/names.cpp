@@ -81,6 +81,19 @@ std::string resolve_backend_name(std::string_view name, const Platform& platform
   return registry.find(n) != nullptr ? registry.canonical_name(n) : std::string();
 }
 
+std::vector<std::string> resolve_backend_candidates(std::string_view name, const Platform& platform,
+                                                    const Registry& registry) {
+  std::vector<std::string> out;
+  std::string first = resolve_backend_name(name, platform, registry);
+  if (first.empty()) return out;
+  out.push_back(std::move(first));
+  if (normalise_backend_name(name) == "fa" && platform.kind == PlatformKind::cuda && registry.find("fa2") != nullptr) {
+    std::string fa2 = registry.canonical_name("fa2");
+    if (fa2 != out.front()) out.push_back(std::move(fa2));
+  }
+  return out;
+}
+
 bool is_flash_family(std::string_view canonical) {
   return canonical == "fa" || canonical == "fa2" || canonical == "fa3" || canonical == "fa4";
 }

@@ -139,18 +139,41 @@ std::string auto_choice(const Context& ctx, const ComponentSpec& c, const RoleSp
                         std::vector<Rejection>& rejected) {
   std::vector<std::string> tried;
   for (const Rejection& x : rejected) tried.push_back(x.backend);
-  for (const std::string& name : preference_order(ctx, c, r, p)) {
-    const std::string canonical = resolve_backend_name(name, ctx.platform, ctx.registry);
-    if (canonical.empty() || std::find(tried.begin(), tried.end(), canonical) != tried.end()) continue;
-    tried.push_back(canonical);
-    const Diagnostics why = evaluate(ctx, canonical, name, c, r, p);
-    const std::string dense = sparse_runs_dense(*ctx.registry.find(canonical), r, p);
-    if (why.ok() && dense.empty()) return canonical;
-    const Diagnostic* first = first_error(why);
-    rejected.push_back({canonical, first ? first->code : dense,
-                        first ? first->message : "a sparse backend would run this layer dense"});
-  }
+  for (const std::string& name : preference_order(ctx, c, r, p))
+    for (const std::string& canonical : resolve_backend_candidates(name, ctx.platform, ctx.registry)) {
+      if (std::find(tried.begin(), tried.end(), canonical) != tried.end()) continue;
+      tried.push_back(canonical);
+      const Diagnostics why = evaluate(ctx, canonical, name, c, r, p);
+      const std::string dense = sparse_runs_dense(*ctx.registry.find(canonical), r, p);
+      if (why.ok() && dense.empty()) return canonical;
+      const Diagnostic* first = first_error(why);
+      rejected.push_back({canonical, first ? first->code : dense,
+                          first ? first->message : "a sparse backend would run this layer dense"});
+    }
   return "";
+}
+
+// What the request `name` runs layer (c, r) with, and why not where it cannot:
+// the first of its candidates (resolve_backend_candidates) whose check passes,
+// the refusals of those before it joining `rejected` (the Decision says why
+// `fa` is fa2 here); else the first candidate and its reasons.
+struct Resolved {
+  std::string canonical;
+  Diagnostics why;
+};
+Resolved resolve_for_layer(const Context& ctx, const std::string& name, const ComponentSpec& c, const RoleSpec& r,
+                           const Problem& p, std::vector<Rejection>& rejected) {
+  const std::vector<std::string> candidates = resolve_backend_candidates(name, ctx.platform, ctx.registry);
+  if (candidates.empty()) return {"", Diagnostics(unknown_backend(name, ctx.registry))};
+  Resolved first{candidates.front(), evaluate(ctx, candidates.front(), name, c, r, p)};
+  for (std::size_t i = 1; i < candidates.size() && !first.why.ok(); ++i) {
+    Diagnostics why = evaluate(ctx, candidates[i], name, c, r, p);
+    if (!why.ok()) continue;
+    const Diagnostic* refused = first_error(first.why);
+    rejected.push_back({first.canonical, refused->code, refused->message});
+    return {candidates[i], std::move(why)};
+  }
+  return first;
 }
 
 // Selects one layer. Errors of an explicit request go to `diags`.
@@ -173,9 +196,7 @@ Decision select_layer(const Context& ctx, const ComponentSpec& c, const RoleSpec
   while (level < kLevels - 1) {
     const Request& rq = req[level];
     const Level lv = level_at(level);
-    const std::string canonical = resolve_backend_name(rq.name, ctx.platform, ctx.registry);
-    const Diagnostics why = canonical.empty() ? Diagnostics(unknown_backend(rq.name, ctx.registry))
-                                              : evaluate(ctx, canonical, rq.name, c, r, d.problem);
+    const auto [canonical, why] = resolve_for_layer(ctx, rq.name, c, r, d.problem, d.rejected);
     const std::string dense = canonical.empty() ? "" : sparse_runs_dense(*ctx.registry.find(canonical), r, d.problem);
     if (why.ok() && dense.empty()) {
       d.backend = canonical;

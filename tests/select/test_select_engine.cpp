@@ -41,6 +41,44 @@ TEST(SelectNames, OnThisMachineAnUnbuiltArchKernelGivesWayToFa2) {
   EXPECT_EQ(resolve_backend_name("fa3", h200, reg), "fa3");  // an explicit kernel name is not substituted
 }
 
+// `fa` on sm_90 is fa3 for every problem fa3 supports and fa2 for the rest, the
+// refusal of fa3 recorded (issue 15); an explicit fa3 is not substituted.
+TEST(SelectNames, FaOnSm90IsFa2WhereFa3CannotRunTheProblem) {
+  const Registry& reg = default_registry();
+  const Platform h200 = *parse_platform("cuda:sm90");
+  EXPECT_EQ(resolve_backend_candidates("fa", h200, reg), (std::vector<std::string>{"fa3", "fa2"}));
+  EXPECT_EQ(resolve_backend_candidates("flash_attn", h200, reg), (std::vector<std::string>{"fa3", "fa2"}));
+  EXPECT_EQ(resolve_backend_candidates("fa", *parse_platform("cuda:sm80"), reg), (std::vector<std::string>{"fa2"}));
+  EXPECT_EQ(resolve_backend_candidates("fa3", h200, reg), (std::vector<std::string>{"fa3"}));
+  EXPECT_EQ(resolve_backend_candidates("fa", *parse_platform("cpu"), reg).size(), 1u);
+  EXPECT_TRUE(resolve_backend_candidates("flsh", h200, reg).empty());
+
+  Problem p;
+  p.seqlen_q = p.seqlen_k = 512;
+  p.heads_q = p.heads_kv = 4;
+  p.head_dim_qk = p.head_dim_v = 128;
+  p.dtype = DType::bf16;
+  auto dense = select_for_call(p, {h200}, "fa");
+  ASSERT_TRUE(dense.ok()) << dense.diagnostics().summary();
+  EXPECT_EQ(dense->backend->name(), "fa3");
+  EXPECT_TRUE(dense->rejected.empty());
+
+  // Block-sparse lists in 64-key blocks split fa3's key tiles (AK2117); fa2's 64-key tiles take them.
+  p.block_sparse = BlockSparse{128, 64, 1, 1};
+  ASSERT_TRUE(reg.find("fa3")->check(p, h200).has_code("AK2117"));
+  ASSERT_TRUE(reg.find("fa2")->check(p, h200).empty()) << reg.find("fa2")->check(p, h200).summary();
+  auto sparse = select_for_call(p, {h200}, "fa");
+  ASSERT_TRUE(sparse.ok()) << sparse.diagnostics().summary();
+  EXPECT_EQ(sparse->backend->name(), "fa2");
+  ASSERT_EQ(sparse->rejected.size(), 1u);
+  EXPECT_EQ(sparse->rejected[0].backend, "fa3");
+  EXPECT_EQ(sparse->rejected[0].code, "AK2117");
+  EXPECT_TRUE(select_for_call(p, {h200}, "fa3").diagnostics().has_code("AK2117"));  // explicit: refused
+  auto automatic = select_for_call(p, {h200}, "auto");
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_EQ(automatic->backend->name(), "fa2");
+}
+
 TEST(SelectNames, ExplicitKernelValidatedAgainstArch) {
   const CheckResult old = check({.model = "wan", .platform = "cuda:sm80", .attention_backend = "fa3"});
   ASSERT_FALSE(old.ok);

@@ -56,6 +56,13 @@ bool is_auto_name(std::string_view name);
 // cuda_sdpa on CUDA, cpu_flash on the CPU, the modelled `sdpa` elsewhere.
 // Returns "" when the name is unknown to `registry`.
 std::string resolve_backend_name(std::string_view name, const Platform& platform, const Registry& registry);
+// The backends `name` may run a problem with, in order: resolve_backend_name's,
+// then, for `fa` on CUDA, the sm_80 kernel fa2 (it runs on every sm >= 80), so
+// that `fa` on sm_90 is fa3 for every problem fa3 supports and fa2 for the rest
+// (a paged KV cache, say). Selection takes the first whose check passes and
+// records the refusals before it. Empty when the name is unknown.
+std::vector<std::string> resolve_backend_candidates(std::string_view name, const Platform& platform,
+                                                    const Registry& registry);
 // Whether `canonical` is a member of the flash family (fa, fa2, fa3, fa4).
 bool is_flash_family(std::string_view canonical);
 // Whether the name `written` (a backend, alias or family, as a profile lists
@@ -239,7 +246,7 @@ struct CallDecision {
   Platform platform;
   Level decided_by = Level::auto_select;
   std::string requested;           // as written ("" for auto)
-  std::vector<Rejection> rejected;  // auto candidates that could not run it
+  std::vector<Rejection> rejected;  // candidates that could not run it: auto's, or a family's members before the one that runs
 };
 // `requested` is a name ("auto" or "" for none): an explicit name is level 1 and
 // must run (else its reasons are returned); otherwise the global force (level
