@@ -368,8 +368,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         lengths = torch.full((b,), capacity, dtype=torch.int32, device=device)
     elif isinstance(cache_seqlens, torch.Tensor):
         lengths = _index_tensor(cache_seqlens, "cache_seqlens", b, device)
-    else:
-        lengths = torch.full((b,), attnkit._integer(cache_seqlens, "cache_seqlens"), dtype=torch.int32, device=device)
+    else:  # one length for every sequence, known here whatever the device
+        length = attnkit._integer(cache_seqlens, "cache_seqlens")
+        if not 0 <= length <= capacity - new:
+            raise attnkit._error("AK1111", reason=f"cache_seqlens {length} + {new} new tokens must lie in "
+                                                  f"[0, {capacity}], the cache's length")
+        lengths = torch.full((b,), length, dtype=torch.int32, device=device)
     rows = None if cache_batch_idx is None else _index_tensor(cache_batch_idx, "cache_batch_idx", b, device)
     start = None if cache_leftpad is None else _index_tensor(cache_leftpad, "cache_leftpad", b, device)
     if device.type == "cpu":  # host values: check them before a single write
@@ -381,10 +385,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if rotary_cos is not None:
         if k is None:
             raise _refuse(function, "rotary_cos without k / v", "FlashAttention rotates only with new keys")
-        rotary_dim = 2 * attnkit._shape(rotary_cos, 2, "rotary_cos", "(seqlen_ro, rotary_dim / 2)")[1]
-        if rotary_dim > q.shape[-1] or tuple(rotary_sin.shape) != tuple(rotary_cos.shape):
+        seqlen_ro, half = attnkit._shape(rotary_cos, 2, "rotary_cos", "(seqlen_ro, rotary_dim / 2)")
+        if not 1 <= 2 * half <= q.shape[-1] or seqlen_ro < 1 or tuple(rotary_sin.shape) != tuple(rotary_cos.shape):
             raise _refuse(function, f"rotary tables of {list(rotary_cos.shape)} and {list(rotary_sin.shape)}",
-                          f"both (seqlen_ro, rotary_dim / 2) with rotary_dim <= head dim {q.shape[-1]}")
+                          f"both (seqlen_ro >= 1, rotary_dim / 2) with 0 < rotary_dim <= head dim {q.shape[-1]}")
         steps = torch.arange(new, device=device, dtype=torch.int32)
         k = _rotary(k, rotary_cos, rotary_sin, lengths[:, None] + steps, rotary_interleaved)
         left, right = attnkit._options(window_size, 0.0, None)[:2]
@@ -432,6 +436,9 @@ def _append(k_cache, v_cache, k, v, lengths, capacity, rows, block_table, checke
     """k / v (batch, new, kv_heads, dim) into the cache at positions lengths[b] + j, in place. Unchecked
     (CUDA) lengths are not read back: positions past the cache's end are not written."""
     b, new = k.shape[0], k.shape[1]
+    # New rows that are views of the cache itself are read before anything is written.
+    k, v = (x.clone() if x.untyped_storage().data_ptr() == cache.untyped_storage().data_ptr() else x
+            for x, cache in ((k, k_cache), (v, v_cache)))
     positions = lengths[:, None].long() + torch.arange(new, device=k.device)  # (batch, new)
     inside = positions < capacity
     if not checked:

@@ -233,6 +233,14 @@ def test_unchecked_appends_stop_at_the_cache_end(paged):
     assert fai._visible_lengths(lengths, new, torch.tensor([2, 0]), capacity, checked=False).tolist() == [14, 7]
 
 
+def test_new_keys_that_are_views_of_the_cache():
+    q, cache = randn(1, 2, 2, 32, seed=28), randn(1, 16, 2, 32, seed=29)
+    first = cache[:, :2].clone()
+    out = fai.flash_attn_with_kvcache(q, cache, cache, k=cache[:, :2], v=cache[:, :2], cache_seqlens=5)
+    assert torch.equal(cache[:, 5:7], first) and torch.equal(cache[:, :2], first)
+    assert rel(out, kvcache_ref(q, cache, cache, [5], 2, None, None, False, (-1, -1))[0]) < 1e-5
+
+
 def test_kvcache_without_new_keys_reads_what_is_there():
     q, k_cache, v_cache = randn(2, 1, 4, 64, seed=18), randn(2, 40, 4, 64, seed=19), randn(2, 40, 4, 64, seed=20)
     before = k_cache.clone()
@@ -341,6 +349,15 @@ def test_inference_mode_tensors_and_no_grad_calls_run():
                                               rotary_cos=torch.ones(16, 24), rotary_sin=torch.ones(16, 24)),
      "AK1011", "rotary"),
     (lambda q, c: fai.flash_attn_with_kvcache(q.numpy(), c, c), "AK1105", "torch tensor"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, cache_seqlens=2**40), "AK1111", "cache_seqlens"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :1], v=c[:, :1], cache_seqlens=16), "AK1111",
+     "cache_seqlens 16 + 1"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :1], v=c[:, :1], cache_seqlens=3,
+                                              rotary_cos=torch.ones(0, 8), rotary_sin=torch.ones(0, 8)),
+     "AK1011", "rotary"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :1], v=c[:, :1], cache_seqlens=3,
+                                              rotary_cos=torch.ones(16, 0), rotary_sin=torch.ones(16, 0)),
+     "AK1011", "rotary"),
 ])
 def test_refusals_are_catalogued(call, code, what):
     q, cache = randn(1, 8, 2, 32, seed=22), randn(1, 16, 2, 32, seed=23)
@@ -395,6 +412,12 @@ def fa_calls():
                                      "cache_seqlens": torch.tensor([3, 0, 14], dtype=torch.int32),
                                      "cache_batch_idx": torch.tensor([2, 0, 1], dtype=torch.int32),
                                      "rotary_cos": randn(16, 8), "rotary_sin": randn(16, 8)}),
+        "flash_attn_with_kvcache, paged, one length": (
+            fai.flash_attn_with_kvcache,
+            {"q": randn(2, 1, 4, 32), "k_cache": randn(6, 8, 2, 32), "v_cache": randn(6, 8, 2, 32),
+             "k": randn(2, 1, 2, 32), "v": randn(2, 1, 2, 32), "cache_seqlens": 9,
+             "block_table": torch.tensor([[5, 0], [2, 3]], dtype=torch.int32), "window_size": (4, 0),
+             "softcap": 10.0}),
     }
 
 
