@@ -213,8 +213,12 @@ class _Differentiable(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
+_GRAD_SCORES = 1 << 26  # score elements (fp32) one step of the backward holds: 256 MiB, query rows chunked to fit
+
+
 def _attention_grads(q, k, v, out, lse, dout, options):
-    """(dq, dk, dv) of [batch, seq, heads, dim] attention, in the inputs' dtypes."""
+    """(dq, dk, dv) of [batch, seq, heads, dim] attention, in the inputs' dtypes. The query rows go in
+    chunks, so that a step holds at most _GRAD_SCORES scores; dk and dv sum over the chunks."""
     b, sq, h, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
     group = h // hk
@@ -225,25 +229,32 @@ def _attention_grads(q, k, v, out, lse, dout, options):
         right = 0
     qf, of, dof = (x.float().transpose(1, 2) for x in (q, out, dout))                # [b, h, s, d]
     kf, vf = (x.float().transpose(1, 2).repeat_interleave(group, dim=1) for x in (k, v))
-    raw = scale * qf @ kf.transpose(-1, -2)                                            # [b, h, sq, sk]
-    logits = softcap * torch.tanh(raw / softcap) if softcap > 0 else raw
-    i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)                         # bottom-right diagonal
+    lse = lse.float()[..., None]                                                       # [b, h, sq, 1]
+    dq = torch.zeros_like(qf)
+    dk = torch.zeros_like(kf)
+    dv = torch.zeros(*vf.shape[:-1], of.shape[-1], device=vf.device)
     j = torch.arange(sk, device=q.device)[None, :]
-    visible = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
-    if left >= 0:
-        visible &= j >= i - left
-    if right >= 0:
-        visible &= j <= i + right
-    lse = lse.float()[..., None]
-    p = torch.where(visible & torch.isfinite(lse), torch.exp(logits - torch.where(torch.isfinite(lse), lse, 0.0)),
-                    0.0)
-    dv = p.transpose(-1, -2) @ dof
-    dp = dof @ vf.transpose(-1, -2)
-    ds = p * (dp - (dof * of).sum(-1, keepdim=True))
-    if softcap > 0:
-        ds = ds * (1 - torch.tanh(raw / softcap) ** 2)
-    dq = scale * ds @ kf
-    dk = scale * ds.transpose(-1, -2) @ qf
+    rows = max(1, _GRAD_SCORES // max(1, b * h * sk))
+    for r0 in range(0, sq, rows):
+        r = slice(r0, min(sq, r0 + rows))
+        raw = scale * qf[:, :, r] @ kf.transpose(-1, -2)                               # [b, h, rows, sk]
+        logits = softcap * torch.tanh(raw / softcap) if softcap > 0 else raw
+        i = torch.arange(r.start, r.stop, device=q.device)[:, None] + (sk - sq)       # bottom-right diagonal
+        visible = torch.ones(r.stop - r.start, sk, dtype=torch.bool, device=q.device)
+        if left >= 0:
+            visible &= j >= i - left
+        if right >= 0:
+            visible &= j <= i + right
+        row_lse = lse[:, :, r]
+        known = torch.isfinite(row_lse)  # a row that sees no key (LSE -inf) has P = 0
+        p = torch.where(visible & known, torch.exp(logits - torch.where(known, row_lse, 0.0)), 0.0)
+        do = dof[:, :, r]
+        dv += p.transpose(-1, -2) @ do
+        ds = p * (do @ vf.transpose(-1, -2) - (do * of[:, :, r]).sum(-1, keepdim=True))
+        if softcap > 0:
+            ds = ds * (1 - torch.tanh(raw / softcap) ** 2)
+        dq[:, :, r] = scale * ds @ kf
+        dk += scale * ds.transpose(-1, -2) @ qf[:, :, r]
 
     def per_kv_head(x):  # [b, h, s, d] -> [b, s, hk, d], summed over each group
         return x.reshape(b, hk, group, *x.shape[2:]).sum(2).transpose(1, 2)

@@ -291,6 +291,17 @@ def test_gradients_match_torch_autograd(device, dtype, causal, window, softcap):
         assert rel(a, b) < (1e-5 if dtype == torch.float32 else 1e-2), name
 
 
+def test_gradients_in_query_chunks_equal_the_whole(monkeypatch):
+    q = randn(1, 37, 2, 32, seed=36).requires_grad_()
+    k, v = randn(1, 45, 2, 32, seed=37).requires_grad_(), randn(1, 45, 2, 32, seed=38).requires_grad_()
+    g = randn(1, 37, 2, 32, seed=39)
+    whole = torch.autograd.grad(fai.flash_attn_func(q, k, v, causal=True, window_size=(9, 0)), (q, k, v), g)
+    monkeypatch.setattr(fai, "_GRAD_SCORES", 2 * 45 * 5)  # 5 query rows a step
+    chunked = torch.autograd.grad(fai.flash_attn_func(q, k, v, causal=True, window_size=(9, 0)), (q, k, v), g)
+    for a, b in zip(whole, chunked):
+        assert rel(b, a) < 1e-6
+
+
 def test_gradients_of_packed_and_varlen_calls():
     qkv = randn(2, 17, 3, 2, 32, seed=34).requires_grad_()
     out = fai.flash_attn_qkvpacked_func(qkv, causal=True)
