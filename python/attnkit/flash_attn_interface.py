@@ -14,13 +14,14 @@ for it (attnkit.last_backend() names it, attnkit.force_backend pins one); num_sp
 are accepted and have no effect (attnkit's planner splits, its forward is deterministic).
 
 Gradients: the dense, packed and varlen calls are differentiable. attnkit's kernels are forward-only,
-so the backward pass is an exact recomputation in torch (fp32, from the forward's LSE) that holds one
+so the backward pass is an exact recomputation in torch (fp32 softmax of the recomputed scores) that holds one
 (seqlen_q, seqlen_k) score matrix per head: correct, O(seqlen^2) memory, meant for tests and small
 fine-tuning, not for training at scale. Inference (torch.no_grad(), torch.inference_mode()) never
 touches it. The KV-cache call is forward-only, as in FlashAttention.
 
-Refused with AK1011, rather than computed differently: dropout_p > 0, alibi_slopes, block_table in the
-varlen call, gradients through the KV-cache call, and the combinations FlashAttention refuses itself. A KV-cache append past the cache's end is refused (AK1111) when the lengths are host tensors;
+Refused with AK1011, rather than computed differently: dropout_p > 0, alibi_slopes, gradients through
+the KV-cache call, a backward pass through a paged varlen call (its forward runs), and the combinations
+FlashAttention refuses itself. A KV-cache append past the cache's end is refused (AK1111) when the lengths are host tensors;
 CUDA lengths are not read back (no synchronisation, so the call stays capturable): there, rows past
 the cache's end are not written and keys past it not attended.
 """
@@ -136,10 +137,13 @@ def _unpack(packed, parts, name, rank):
 def _varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
             causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table=None):
     _inference_only(function, dropout_p, alibi_slopes)
-    if block_table is not None:
-        raise _refuse(function, "block_table", "a paged cache goes through flash_attn_with_kvcache")
-    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
     options = dict(causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale)
+    if block_table is not None:  # forward only, as in FlashAttention: a backward through it is refused
+        paged = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options)
+        if _needs_grad(q, k, v):
+            return _results(_ForwardOnly.apply(function, _varlen_paged, paged, q, k, v), return_attn_probs)
+        return _results(_varlen_paged(q, k, v, *paged), return_attn_probs)
+    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
     varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     if _needs_grad(q, k, v):
         return _results(_Differentiable.apply(q, k, v, varlen, options), return_attn_probs)
@@ -175,12 +179,85 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                    return_attn_probs)
 
 
+class _ForwardOnly(torch.autograd.Function):
+    """A forward pass with no backward: inputs may require grad (FlashAttention's tests make them so), and a
+    backward through the result is refused with AK1011 instead of giving no gradient silently."""
+
+    @staticmethod
+    def forward(ctx, function, compute, arguments, *tensors):
+        ctx.function = function
+        out, lse = compute(*(t.detach() for t in tensors), *arguments)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise _refuse(ctx.function, "a backward pass over a paged cache",
+                      "FlashAttention has none either; compute gradients with a contiguous cache (the varlen call "
+                      "without block_table)")
+
+
+def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options):
+    """Packed queries over a paged cache (FlashAttention's varlen call with a block_table): sequence b's
+    keys are the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens of the pages block_table[b]. Runs as
+    attention_with_kvcache on the queries padded to (batch, max_seqlen_q): each sequence's rows go last in
+    its padded block, so that bottom-right causal and window masks align them with its last key; the
+    padding rows are computed and dropped. Index arithmetic on the device, no synchronisation."""
+    function = "flash_attn_varlen_func"
+    total, h, d = attnkit._shape(q, 3, "q", "thd")
+    attnkit._shape(k_cache, 4, "k", "paged cache (num_blocks, page_size, kv_heads, dim)")
+    attnkit._shape(v_cache, 4, "v", "paged cache (num_blocks, page_size, kv_heads, dim)")
+    attnkit._shape(block_table, 2, "block_table", "(batch, max_blocks)")
+    if not isinstance(q, torch.Tensor):
+        raise attnkit._error("AK1105", name="q", device=type(q).__name__, expected="a torch tensor")
+    device = q.device
+    for name, x in (("k", k_cache), ("v", v_cache), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                    ("block_table", block_table)):
+        _on(x, name, device)
+    batch = int(block_table.shape[0])
+    cu_q = _index_tensor(cu_seqlens_q, "cu_seqlens_q", batch + 1, device)
+    cu_k = _index_tensor(cu_seqlens_k, "cu_seqlens_k", batch + 1, device)
+    max_q = attnkit._integer(max_seqlen_q, "max_seqlen_q")
+    lens_q, lens_k = cu_q[1:] - cu_q[:-1], cu_k[1:] - cu_k[:-1]
+    if device.type == "cpu":  # host offsets: checked before they index anything
+        for name, cu, lens, bound in (("cu_seqlens_q", cu_q, lens_q, total), ("cu_seqlens_k", cu_k, lens_k, None)):
+            if int(cu[0]) != 0 or bool((lens < 0).any()) or (bound is not None and int(cu[-1]) > bound):
+                raise attnkit._error("AK1108", name=name, reason=f"{cu.tolist()} must start at 0, never decrease"
+                                     + (f" and end within the {bound} packed rows" if bound is not None else ""))
+        if batch and int(lens_q.max()) > max_q:
+            raise attnkit._error("AK1108", name="cu_seqlens_q",
+                                 reason=f"a sequence of {int(lens_q.max())} queries is longer than max_seqlen_q {max_q}")
+    if max_q < 0:
+        raise attnkit._error("AK1108", name="max_seqlen_q", reason=f"{max_q} is negative")
+    # Padded slot (b, t) holds packed row cu_q[b] + t - (max_q - lens_q[b]) when t >= max_q - lens_q[b].
+    t = torch.arange(max_q, device=device)
+    first = (max_q - lens_q.long())[:, None]
+    source = cu_q[:-1, None].long() + t - first
+    real = (t >= first) & (source < total)
+    q_pad = torch.where(real[..., None, None], q[source.clamp(0, max(total - 1, 0))], 0).to(q.dtype) if total else \
+        q.new_zeros(batch, max_q, h, d)
+    result = attnkit.attention_with_kvcache(q_pad, k_cache, v_cache, lens_k, block_table, return_lse=True, **options)
+    out_pad, lse_pad = result
+    # Packed row r: sequence b = the last with cu_q[b] <= r, slot r - cu_q[b] + max_q - lens_q[b].
+    r = torch.arange(total, device=device)
+    b_of = (torch.searchsorted(cu_q[1:].contiguous(), r.to(torch.int32), right=True)).clamp(max=max(batch - 1, 0))
+    slot = (r - cu_q[b_of].long() + max_q - lens_q[b_of].long()).clamp(0, max(max_q - 1, 0))
+    inside = r < cu_q[-1].long()
+    if total == 0 or batch == 0 or max_q == 0:
+        out = q.new_zeros(total, h, v_cache.shape[-1])
+        lse = torch.full((h, total), float("-inf"), device=device)
+    else:
+        out = torch.where(inside[:, None, None], out_pad[b_of, slot], 0).to(out_pad.dtype)
+        lse = torch.where(inside[None, :], lse_pad[b_of, :, slot].transpose(0, 1), float("-inf"))
+    return out, lse
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The backward pass: exact, in torch
 
 
 class _Differentiable(torch.autograd.Function):
-    """attnkit's forward; the backward recomputes P = exp(S - LSE) per head in fp32 and applies
+    """attnkit's forward; the backward recomputes P = softmax(S) per head in fp32 and applies
         dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)) [* (1 - tanh^2(S_raw / softcap))],
         dQ = scale * dS K,  dK = scale * dS^T Q,
     summing dK and dV over the query heads that share a kv head (GQA)."""
@@ -192,23 +269,23 @@ class _Differentiable(torch.autograd.Function):
             out, lse = attnkit.attention(q_, k_, v_, return_lse=True, **options)
         else:
             out, lse = attnkit.attention_varlen(q_, k_, v_, *varlen, return_lse=True, **options)
-        ctx.save_for_backward(q_, k_, v_, out, lse)
+        ctx.save_for_backward(q_, k_, v_, out)
         ctx.varlen, ctx.options = varlen, options
         ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        q, k, v, out, lse = ctx.saved_tensors
+        q, k, v, out = ctx.saved_tensors
         if ctx.varlen is None:
-            dq, dk, dv = _attention_grads(q, k, v, out, lse, dout, ctx.options)
+            dq, dk, dv = _attention_grads(q, k, v, out, dout, ctx.options)
         else:  # per sequence, on the host's copy of the offsets
             dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
             cu_q, cu_k = (torch.as_tensor(c).tolist() for c in ctx.varlen[:2])
             for i in range(len(cu_q) - 1):
                 rq, rk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
-                grads = _attention_grads(q[None, rq], k[None, rk], v[None, rk], out[None, rq],
-                                         lse[None, :, rq], dout[None, rq], ctx.options)
+                grads = _attention_grads(q[None, rq], k[None, rk], v[None, rk], out[None, rq], dout[None, rq],
+                                         ctx.options)
                 dq[rq], dk[rk], dv[rk] = (g[0] for g in grads)
         return dq, dk, dv, None, None
 
@@ -216,7 +293,7 @@ class _Differentiable(torch.autograd.Function):
 _GRAD_SCORES = 1 << 26  # score elements (fp32) one step of the backward holds: 256 MiB, query rows chunked to fit
 
 
-def _attention_grads(q, k, v, out, lse, dout, options):
+def _attention_grads(q, k, v, out, dout, options):
     """(dq, dk, dv) of [batch, seq, heads, dim] attention, in the inputs' dtypes. The query rows go in
     chunks, so that a step holds at most _GRAD_SCORES scores; dk and dv sum over the chunks."""
     b, sq, h, d = q.shape
@@ -229,7 +306,6 @@ def _attention_grads(q, k, v, out, lse, dout, options):
         right = 0
     qf, of, dof = (x.float().transpose(1, 2) for x in (q, out, dout))                # [b, h, s, d]
     kf, vf = (x.float().transpose(1, 2).repeat_interleave(group, dim=1) for x in (k, v))
-    lse = lse.float()[..., None]                                                       # [b, h, sq, 1]
     dq = torch.zeros_like(qf)
     dk = torch.zeros_like(kf)
     dv = torch.zeros(*vf.shape[:-1], of.shape[-1], device=vf.device)
@@ -245,9 +321,9 @@ def _attention_grads(q, k, v, out, lse, dout, options):
             visible &= j >= i - left
         if right >= 0:
             visible &= j <= i + right
-        row_lse = lse[:, :, r]
-        known = torch.isfinite(row_lse)  # a row that sees no key (LSE -inf) has P = 0
-        p = torch.where(visible & known, torch.exp(logits - torch.where(known, row_lse, 0.0)), 0.0)
+        # P from these fp32 logits (not the kernel's LSE, a few ulps away: with one visible key P is exactly 1);
+        # a row that sees no key has P = 0.
+        p = torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1).nan_to_num(0.0)
         do = dof[:, :, r]
         dv += p.transpose(-1, -2) @ do
         ds = p * (do @ vf.transpose(-1, -2) - (do * of[:, :, r]).sum(-1, keepdim=True))

@@ -102,6 +102,35 @@ def test_varlen_matches_the_oracle_per_sequence(device, dtype, causal):
     assert rel(host(lse).numpy()[finite], want_lse[finite]) < BOUND[dtype]
 
 
+@pytest.mark.parametrize("device,dtype", [("cpu", torch.float32)] + [("cuda", torch.bfloat16)] * ("cuda" in DEVICES))
+@pytest.mark.parametrize("causal,window", [(False, (-1, -1)), (True, (-1, -1)), (False, (6, 3))])
+def test_varlen_over_a_paged_cache(device, dtype, causal, window):
+    # FlashAttention's varlen call with a block_table: sequence b's keys are the first
+    # cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens of its pages.
+    lengths_q, lengths_k, page, hk, d = [3, 0, 17, 1], [40, 0, 17, 9], 16, 2, 64
+    pages = 12
+    k_pages, v_pages = randn(pages, page, hk, d, dtype=dtype, seed=60), randn(pages, page, hk, d, dtype=dtype, seed=61)
+    table = torch.tensor([[7, 2, 9], [0, 0, 0], [11, 4, 0], [5, 0, 0]], dtype=torch.int32)
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lengths_q)]), dtype=torch.int32)
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lengths_k)]), dtype=torch.int32)
+    q = randn(int(cu_q[-1]) + 2, 4, d, dtype=dtype, seed=62)  # two padding rows past cu_seqlens_q[-1]
+    out, lse, _ = fai.flash_attn_varlen_func(*(x.to(device) for x in (q, k_pages, v_pages, cu_q, cu_k)),
+                                             max(lengths_q), max(lengths_k), causal=causal, window_size=window,
+                                             block_table=table.to(device), return_attn_probs=True)
+    assert out.shape == (q.shape[0], 4, d) and lse.shape == (4, q.shape[0]) and out.device.type == device
+    for b in range(4):
+        a, e = int(cu_q[b]), int(cu_q[b + 1])
+        if a == e:
+            continue
+        keys = torch.cat([k_pages[i] for i in table[b].tolist()])[:lengths_k[b]]
+        values = torch.cat([v_pages[i] for i in table[b].tolist()])[:lengths_k[b]]
+        want, want_lse = attention_ref(q[None, a:e], keys[None], values[None], causal=causal, window=window)
+        assert rel(out[a:e], want[0]) < BOUND[dtype], b
+        finite = np.isfinite(want_lse[0])
+        assert rel(host(lse[:, a:e]).numpy()[finite], want_lse[0][finite]) < BOUND[dtype], b
+    assert not host(out[-2:]).any() and bool((host(lse[:, -2:]) == -np.inf).all())  # padding rows: 0, -inf
+
+
 def test_varlen_packed_calls():
     q, k, v, cu, _ = varlen_case([6, 13, 1], [6, 13, 1], hk=4)
     want = varlen_ref(q, k, v, cu, cu, True)[0]
@@ -339,10 +368,19 @@ def test_inference_mode_tensors_and_no_grad_calls_run():
     (lambda q, c: fai.flash_attn_func(q, q, q, dropout_p=0.1), "AK1011", "dropout_p"),
     (lambda q, c: fai.flash_attn_func(q, q, q, alibi_slopes=torch.ones(2)), "AK1011", "alibi_slopes"),
     (lambda q, c: fai.flash_attn_with_kvcache(q.clone().requires_grad_(), c, c), "AK1011", "require grad"),
-    (lambda q, c: fai.flash_attn_varlen_func(q[0], q[0], q[0], torch.tensor([0, 8], dtype=torch.int32),
+    (lambda q, c: fai.flash_attn_varlen_func(q[0].clone().requires_grad_(), c, c,
+                                             torch.tensor([0, 8], dtype=torch.int32),
                                              torch.tensor([0, 8], dtype=torch.int32), 8, 8,
+                                             block_table=torch.zeros(1, 1, dtype=torch.int32)).sum().backward(),
+     "AK1011", "backward pass over a paged cache"),
+    (lambda q, c: fai.flash_attn_varlen_func(q[0], c, c, torch.tensor([0, 8], dtype=torch.int32),
+                                             torch.tensor([0, 8], dtype=torch.int32), 7, 8,
                                              block_table=torch.zeros(1, 1, dtype=torch.int32)),
-     "AK1011", "block_table"),
+     "AK1108", "longer than max_seqlen_q"),
+    (lambda q, c: fai.flash_attn_varlen_func(q[0], c, c, torch.tensor([0, 8], dtype=torch.int32),
+                                             torch.tensor([0, 20], dtype=torch.int32), 8, 20,
+                                             block_table=torch.zeros(1, 1, dtype=torch.int32)),
+     "AK1111", "seqlens_k"),
     (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=q[:, :1]), "AK1011", "k without v"),
     (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :2], v=c[:, :2], cache_seqlens=15), "AK1111",
      "cache's length"),
