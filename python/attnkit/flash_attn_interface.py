@@ -14,10 +14,10 @@ for it (attnkit.last_backend() names it, attnkit.force_backend pins one); num_sp
 are accepted and have no effect (attnkit's planner splits, its forward is deterministic).
 
 Gradients: the dense, packed and varlen calls are differentiable. attnkit's kernels are forward-only,
-so the backward pass is an exact recomputation in torch (fp32 softmax of the recomputed scores) that holds one
-(seqlen_q, seqlen_k) score matrix per head: correct, O(seqlen^2) memory, meant for tests and small
+so the backward pass is an exact recomputation in torch (fp32 softmax of the recomputed scores, query
+rows in chunks of at most 256 MiB of scores): correct, O(seqlen^2) work, meant for tests and small
 fine-tuning, not for training at scale. Inference (torch.no_grad(), torch.inference_mode()) never
-touches it. The KV-cache call is forward-only, as in FlashAttention.
+touches it. The KV-cache call and the varlen call over pages are forward-only, as in FlashAttention.
 
 Refused with AK1011, rather than computed differently: dropout_p > 0, alibi_slopes, gradients through
 the KV-cache call, a backward pass through a paged varlen call (its forward runs), and the combinations
