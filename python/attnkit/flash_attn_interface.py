@@ -203,17 +203,12 @@ def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     attention_with_kvcache on the queries padded to (batch, max_seqlen_q): each sequence's rows go last in
     its padded block, so that bottom-right causal and window masks align them with its last key; the
     padding rows are computed and dropped. Index arithmetic on the device, no synchronisation."""
-    function = "flash_attn_varlen_func"
     total, h, d = attnkit._shape(q, 3, "q", "thd")
     attnkit._shape(k_cache, 4, "k", "paged cache (num_blocks, page_size, kv_heads, dim)")
     attnkit._shape(v_cache, 4, "v", "paged cache (num_blocks, page_size, kv_heads, dim)")
     attnkit._shape(block_table, 2, "block_table", "(batch, max_blocks)")
-    if not isinstance(q, torch.Tensor):
-        raise attnkit._error("AK1105", name="q", device=type(q).__name__, expected="a torch tensor")
-    device = q.device
-    for name, x in (("k", k_cache), ("v", v_cache), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                    ("block_table", block_table)):
-        _on(x, name, device)
+    device = _device_of(q, k=k_cache, v=v_cache, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                        block_table=block_table)
     batch = int(block_table.shape[0])
     cu_q = _index_tensor(cu_seqlens_q, "cu_seqlens_q", batch + 1, device)
     cu_k = _index_tensor(cu_seqlens_k, "cu_seqlens_k", batch + 1, device)
@@ -366,10 +361,24 @@ def _same_rows(x, name, expected):
         raise attnkit._error("AK1103", name=name, shape=list(x.shape), expected=list(expected))
 
 
+def _dtype_text(dtype):
+    return str(dtype).replace("torch.", "")
+
+
 def _same_dtype(x, name, dtype):
     if x.dtype != dtype:
-        raise attnkit._error("AK1104", name=name, dtype=str(x.dtype).replace("torch.", ""),
-                             expected=str(dtype).replace("torch.", ""))
+        raise attnkit._error("AK1104", name=name, dtype=_dtype_text(x.dtype), expected=_dtype_text(dtype))
+
+
+def _device_of(q, **tensors):
+    """q's device, every other tensor given (None: not passed) on it, or the catalogued refusal: the cache
+    update and the padding run in torch."""
+    if not isinstance(q, torch.Tensor):
+        raise attnkit._error("AK1105", name="q", device=type(q).__name__, expected="a torch tensor")
+    for name, x in tensors.items():
+        if x is not None:
+            _on(x, name, q.device)
+    return q.device
 
 
 def _on(x, name, device):
@@ -387,7 +396,7 @@ def _index_tensor(x, name, batch, device):
     if x.shape[0] != batch:
         raise attnkit._error("AK1103", name=name, shape=list(x.shape), expected=f"({batch},)")
     if x.dtype not in (torch.int32, torch.int64):
-        raise attnkit._error("AK1104", name=name, dtype=str(x.dtype).replace("torch.", ""), expected="int32")
+        raise attnkit._error("AK1104", name=name, dtype=_dtype_text(x.dtype), expected="int32")
     return x.to(torch.int32)
 
 
@@ -412,13 +421,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     b, sq, _, _ = attnkit._shape(q, 4, "q", "bshd")
     attnkit._shape(k_cache, 4, "k_cache", "bshd")
     attnkit._shape(v_cache, 4, "v_cache", "bshd")
-    if not isinstance(q, torch.Tensor):
-        raise attnkit._error("AK1105", name="q", device=type(q).__name__, expected="a torch tensor")
-    device = q.device
-    for name, x in (("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v), ("rotary_cos", rotary_cos),
-                    ("rotary_sin", rotary_sin), ("block_table", block_table)):
-        if x is not None:
-            _on(x, name, device)
+    device = _device_of(q, k_cache=k_cache, v_cache=v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
+                        block_table=block_table)
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
         raise _refuse(function, "a cache whose last dim is strided", "the cache must have a contiguous last dim")
     if (k is None) != (v is None):
@@ -431,9 +435,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                       "FlashAttention does not combine them: the block table already says where each sequence is")
     if paged:
         attnkit._shape(block_table, 2, "block_table", "(batch, max_blocks)")
-        if block_table.dtype != torch.int32:
-            raise attnkit._error("AK1104", name="block_table", dtype=str(block_table.dtype).replace("torch.", ""),
-                                 expected="int32")
+        _same_dtype(block_table, "block_table", torch.int32)
         _same_rows(block_table, "block_table", (b, block_table.shape[1]))
         page = int(k_cache.shape[1])
         capacity = int(block_table.shape[1]) * page
