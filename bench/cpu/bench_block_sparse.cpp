@@ -10,8 +10,6 @@
 //   bench_block_sparse [--dtype bf16] [--seqlen 4096] [--heads 4] [--head-dim 128]
 //                      [--block 128] [--threads 2] [--reps 3]
 // Prints one JSON object per line, one per list set.
-#include <omp.h>
-
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -27,15 +25,21 @@
 #include "attnkit/core/block_sparse.hpp"
 #include "attnkit/core/host_tensor.hpp"
 #include "attnkit/sparse/sliding_tile.hpp"
+#include "bench_args.hpp"
 
 namespace {
 
 using namespace attnkit;
 using Clock = std::chrono::steady_clock;
 
-struct Args {
-  DType dtype = DType::bf16;
-  int seqlen = 4096, heads = 4, head_dim = 128, block = 128, threads = 0, reps = 3;
+struct Args : bench::ShapeArgs {
+  int block = 128;
+  Args() {
+    dtype = DType::bf16;
+    seqlen = 4096;
+    heads = 4;
+    reps = 3;
+  }
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -45,24 +49,11 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  std::string dtype(dtype_name(a.dtype));
+  std::string dtype;
   CLI::App app{"block-sparse cpu_flash against its dense path: time versus density"};
-  app.add_option("--dtype", dtype, "fp32 | fp16 | bf16")->capture_default_str();
-  app.add_option("--seqlen", a.seqlen)->capture_default_str();
-  app.add_option("--heads", a.heads)->capture_default_str();
-  app.add_option("--head-dim", a.head_dim)->capture_default_str();
+  bench::add_shape_options(app, a, dtype);
   app.add_option("--block", a.block, "block size (queries and keys)")->capture_default_str();
-  app.add_option("--threads", a.threads, "0: every core")->capture_default_str();
-  app.add_option("--reps", a.reps)->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::exit(app.exit(e));
-  }
-  const auto t = parse_dtype(dtype);
-  if (!t) usage("bad --dtype");
-  a.dtype = *t;
-  if (a.threads <= 0) a.threads = omp_get_max_threads();
+  bench::parse_shape_args(app, argc, argv, "bench_block_sparse", a, dtype);
   return a;
 }
 

@@ -6,8 +6,6 @@
 //                   [--threads 2] [--reps 5] [--inputs FILE] [--check]
 //   bench_cpu_flash --peak --threads 2
 // Prints one JSON object per line.
-#include <omp.h>
-
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -23,6 +21,7 @@
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
+#include "bench_args.hpp"
 #include "fma_peak.hpp"
 
 namespace {
@@ -30,9 +29,8 @@ namespace {
 using namespace attnkit;
 using Clock = std::chrono::steady_clock;
 
-struct Args {
-  DType dtype = DType::f32;
-  int seqlen = 1024, heads = 16, head_dim = 128, batch = 1, threads = 0, reps = 5;
+struct Args : bench::ShapeArgs {
+  int batch = 1;
   bool causal = false, peak = false, check = false;
   std::string inputs;
 };
@@ -44,28 +42,15 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  std::string dtype(dtype_name(a.dtype));
+  std::string dtype;
   CLI::App app{"cpu_flash on one shape, or the machine's fp32 FMA peak"};
-  app.add_option("--dtype", dtype, "fp32 | fp16 | bf16")->capture_default_str();
-  app.add_option("--seqlen", a.seqlen)->capture_default_str();
-  app.add_option("--heads", a.heads)->capture_default_str();
-  app.add_option("--head-dim", a.head_dim)->capture_default_str();
+  bench::add_shape_options(app, a, dtype);
   app.add_option("--batch", a.batch)->capture_default_str();
-  app.add_option("--threads", a.threads, "0: every core")->capture_default_str();
-  app.add_option("--reps", a.reps)->capture_default_str();
   app.add_option("--inputs", a.inputs, "q, k, v as compare_torch.py writes them");
   app.add_flag("--causal", a.causal);
   app.add_flag("--peak", a.peak, "the fp32 FMA peak instead of attention");
   app.add_flag("--check", a.check, "compare with the reference");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::exit(app.exit(e));
-  }
-  const auto t = parse_dtype(dtype);
-  if (!t) usage("bad --dtype");
-  a.dtype = *t;
-  if (a.threads <= 0) a.threads = omp_get_max_threads();
+  bench::parse_shape_args(app, argc, argv, "bench_cpu_flash", a, dtype);
   return a;
 }
 
