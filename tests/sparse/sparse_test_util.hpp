@@ -1,5 +1,7 @@
 #pragma once
 // Helpers of the sparse backend tests.
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,9 +15,12 @@
 
 namespace attnkit::testing {
 
-// Writes `contents` to a file of this test binary's temporary directory; returns its path.
+// Writes `contents` to a file of this process's temporary directory; returns its path.
+// Per process: ctest runs each test in its own process, in parallel, and two of
+// them writing one shared path let one read the other's half-written file.
 inline std::string temp_file(const std::string& name, const std::string& contents) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "attnkit_sparse_tests";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("attnkit_sparse_tests_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::filesystem::path path = dir / name;
   std::ofstream(path) << contents;
