@@ -20,7 +20,7 @@ CLI = os.environ.get("ATTNKIT_CLI", "")
 @pytest.fixture(scope="module")
 def mask_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("sta") / "mask_strategy.json"
-    path.write_text("{}")
+    path.write_text('{"0_0_0": [3, 3, 3]}')
     return str(path)
 
 

@@ -73,14 +73,20 @@ Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec&
   return p;
 }
 
-// Every reason `canonical` cannot run layer (c, r): its capabilities plus
-// the model rules. Empty: it can.
+// Every reason `canonical` cannot run layer (c, r): its capabilities and the
+// model rules, then, when nothing else refuses it, what its plan would refuse
+// under the deployment's backend config. Empty: it can.
 Diagnostics evaluate(const Context& ctx, const std::string& canonical, std::string_view written,
                      const ComponentSpec& c, const RoleSpec& r, const Problem& p) {
   const Backend* backend = ctx.registry.find(canonical);
   if (backend == nullptr) return unknown_backend(written, ctx.registry);
+  const Diagnostics rules = model_rules(ctx, *backend, written, c, r, p);
   Diagnostics why = backend->check(p, ctx.platform);
-  why.append(model_rules(ctx, *backend, written, c, r, p));
+  // A sparse backend on a layer it runs dense (cross-attention, too short)
+  // plans nothing there: its config's geometry does not apply.
+  if (why.ok() && rules.ok() && sparse_runs_dense(*backend, r, p).empty())
+    why = backend->check_configured(p, ctx.platform, ctx.backend_config);
+  why.append(rules);
   return why;
 }
 
@@ -370,8 +376,9 @@ struct Engine::Impl {
     const ProfileRules& rules = ctx.profile.rules;
     std::vector<const BackendSchema*> schemas;
     std::vector<std::string> owners;
+    // A refused request (an error already) still owns its keys: they are not "unknown".
     for (const Decision& d : decisions)
-      if (const BackendSchema* s = find_schema(d.backend); s && d.ok &&
+      if (const BackendSchema* s = find_schema(d.backend); s &&
           std::find(schemas.begin(), schemas.end(), s) == schemas.end()) {
         schemas.push_back(s);
         owners.push_back(d.backend);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -112,22 +114,50 @@ Diagnostic geometry_refusal(std::string reason) {
   return diagnose("AK2116", {{"backend", "sliding_tile_attn"}, {"reason", std::move(reason)}});
 }
 
+// Tile sizes (t, h, w) that divide `v`'s grid into tiles of a multiple of 16
+// tokens, at most 512 a tile, at most `most` of them: multiples of 128 tokens
+// first (the GPU kernels' block sizes, so they run everywhere), then the
+// shapes nearest the requested tile (sum over sides of |log2 ratio|).
+std::vector<std::array<int, 3>> whole_tile_sizes(const VideoTiling& v, std::size_t most) {
+  std::vector<std::array<int, 3>> out;
+  for (int t = 1; t <= std::min(v.frames, 512); ++t)
+    for (int h = 1; h <= std::min(v.height, 512 / t); ++h)
+      for (int w = 1; w <= std::min(v.width, 512 / (t * h)); ++w)
+        if (v.frames % t == 0 && v.height % h == 0 && v.width % w == 0 && (t * h * w) % 16 == 0)
+          out.push_back({t, h, w});
+  const double wanted[3] = {double(v.tile_t), double(v.tile_h), double(v.tile_w)};
+  auto rank = [&](const std::array<int, 3>& a) {
+    double distance = 0;
+    for (int d = 0; d < 3; ++d) distance += std::abs(std::log2(a[d] / wanted[d]));
+    return std::pair{(a[0] * a[1] * a[2]) % 128 != 0, distance};
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  if (out.size() > most) out.resize(most);
+  return out;
+}
+
+std::string not_whole_tiles(const VideoTiling& v, const std::string& tiles) {
+  const std::vector<std::array<int, 3>> fits = whole_tile_sizes(v, 3);
+  std::string hint;
+  for (const auto& f : fits) hint += fmt::format("{}{},{},{}", hint.empty() ? "" : " or ", f[0], f[1], f[2]);
+  return "the video grid " + grid_text(v) + " is not a whole number of " + tiles + " tiles (" +
+         (hint.empty() ? "no tile size divides it into tiles of a multiple of 16 tokens: pad the latents or run a "
+                         "dense backend"
+                       : "tile_size " + hint + " divides it") +
+         ")";
+}
+
 }  // namespace
 
-Result<SlidingTileSchedule> SlidingTileSchedule::create(const Problem& p, const select::BackendConfig& config) {
-  const select::BackendSchema* schema = select::find_schema("sliding_tile_attn");
-  if (Diagnostics why = select::validate_own_config(config, *schema); !why.ok()) return why;
+Result<TileGeometry> sliding_tile_geometry(const Problem& p, const select::BackendConfig& config) {
   if (!p.video) return Diagnostics(diagnose("AK2115", {{"backend", "sliding_tile_attn"}}));
-  SlidingTileSchedule s;
-  s.problem_ = p;
   const std::vector<std::int64_t> tile = select::config_int_list(config, "tile_size").value_or(std::vector<std::int64_t>{6, 8, 8});
-  VideoTiling& v = s.geometry_.tiling;
+  TileGeometry g;
+  VideoTiling& v = g.tiling;
   v = {p.video->frames, p.video->height, p.video->width, static_cast<int>(tile[0]), static_cast<int>(tile[1]),
        static_cast<int>(tile[2])};
   const std::string tiles = fmt::format("{}x{}x{}", tile[0], tile[1], tile[2]);
-  if (!v.whole_tiles())
-    return Diagnostics(geometry_refusal("the video grid " + grid_text(v) + " is not a whole number of " + tiles +
-                                        " tiles"));
+  if (!v.whole_tiles()) return Diagnostics(geometry_refusal(not_whole_tiles(v, tiles)));
   if (v.tile_tokens() % 16 != 0)
     return Diagnostics(geometry_refusal("a " + tiles + " tile holds " + std::to_string(v.tile_tokens()) +
                                         " tokens, not a multiple of 16 (a tile is one attention block)"));
@@ -135,30 +165,58 @@ Result<SlidingTileSchedule> SlidingTileSchedule::create(const Problem& p, const 
     return Diagnostics(geometry_refusal("it is self-attention over one token sequence (seqlen_q " +
                                         std::to_string(p.seqlen_q) + " != seqlen_k " + std::to_string(p.seqlen_k) +
                                         ")"));
-  s.geometry_.text_tokens = static_cast<int>(p.seqlen_q - v.video_tokens());
-  s.geometry_.border = select::config_string(config, "window_border").value_or("shift") == "cut" ? WindowBorder::cut
-                                                                                                 : WindowBorder::shift;
+  g.text_tokens = static_cast<int>(p.seqlen_q - v.video_tokens());
+  g.border = select::config_string(config, "window_border").value_or("shift") == "cut" ? WindowBorder::cut
+                                                                                       : WindowBorder::shift;
+  return g;
+}
+
+Result<SlidingTileSchedule> SlidingTileSchedule::prepare(const Problem& p, const select::BackendConfig& config) {
+  auto geometry = sliding_tile_geometry(p, config);
+  if (!geometry) return geometry.diagnostics();
+  SlidingTileSchedule s;
+  s.problem_ = p;
+  s.geometry_ = *geometry;
   const std::string mode = select::config_string(config, "sta_mode").value_or("STA_inference");
   if (mode != "STA_inference") return Diagnostics(diagnose("AK3110", {{"mode", mode}}));
   s.skip_time_steps_ = static_cast<int>(select::config_int(config, "skip_time_steps").value_or(15));
-  auto strategy = load_mask_strategy(*select::config_string(config, "mask_strategy_file_path"));
+  const std::optional<std::string> path = select::config_string(config, "mask_strategy_file_path");
+  if (!path) return s;  // required: the config check says so (AK3104)
+  auto strategy = load_mask_strategy(*path);
   if (!strategy) return strategy.diagnostics();
   s.strategy_ = std::move(*strategy);
-  // The lists of every (step, layer) whose heads the strategy names in full.
-  std::set<std::pair<int, int>> step_layers;
-  for (const auto& [key, window] : s.strategy_.windows)
-    if (key[0] >= s.skip_time_steps_) step_layers.insert({key[0], key[1]});
   // Every row lists at most blocks() blocks: the lists of one head set hold at
   // most heads x blocks^2 int32 entries, whose offsets must stay int32.
+  const std::size_t step_layers = s.sparse_step_layers().size();
   const std::int64_t per_head = std::int64_t{s.geometry_.blocks()} * s.geometry_.blocks();
-  const std::int64_t most = per_head * (step_layers.empty() ? 0 : p.heads_q);
+  const std::int64_t most = per_head * (step_layers == 0 ? 0 : p.heads_q);
   if (most > INT32_MAX)
     return Diagnostics(diagnose("AK1012", {{"what", "the sliding-tile lists of one step and layer (heads x blocks^2)"},
                                            {"value", std::to_string(most)}, {"limit", std::to_string(INT32_MAX)}}));
-  if (Diagnostics why = check_host_allocation("the sliding-tile lists", 4 * most * std::int64_t(step_layers.size()));
-      !why.ok())
+  if (Diagnostics why = check_host_allocation("the sliding-tile lists", 4 * most * std::int64_t(step_layers)); !why.ok())
     return why;
-  for (const auto& [step, layer] : step_layers) {
+  return s;
+}
+
+std::set<std::pair<int, int>> SlidingTileSchedule::sparse_step_layers() const {
+  std::set<std::pair<int, int>> out;
+  for (const auto& [key, window] : strategy_.windows)
+    if (key[0] >= skip_time_steps_) out.insert({key[0], key[1]});
+  return out;
+}
+
+Diagnostics SlidingTileSchedule::check(const Problem& p, const select::BackendConfig& config) {
+  return prepare(p, config).diagnostics();
+}
+
+Result<SlidingTileSchedule> SlidingTileSchedule::create(const Problem& p, const select::BackendConfig& config) {
+  const select::BackendSchema* schema = select::find_schema("sliding_tile_attn");
+  if (Diagnostics why = select::validate_own_config(config, *schema); !why.ok()) return why;
+  auto prepared = prepare(p, config);
+  if (!prepared) return prepared.diagnostics();
+  SlidingTileSchedule& s = *prepared;
+  // The lists of every (step, layer) whose heads the strategy names in full.
+  for (const auto& [step, layer] : s.sparse_step_layers()) {
     std::vector<TileWindow> heads;
     for (int h = 0; h < p.heads_q; ++h)
       if (const TileWindow* w = s.strategy_.find(step, layer, h)) heads.push_back(*w);
@@ -166,7 +224,7 @@ Result<SlidingTileSchedule> SlidingTileSchedule::create(const Problem& p, const 
     if (std::all_of(heads.begin(), heads.end(), [&](const TileWindow& w) { return w == heads[0]; })) heads.resize(1);
     if (!s.lists_.count(heads)) s.lists_.emplace(heads, sliding_tile_lists(s.geometry_, heads));
   }
-  return s;
+  return prepared;
 }
 
 Result<SlidingTileSchedule::Choice> SlidingTileSchedule::choose(const CallContext& where) const {

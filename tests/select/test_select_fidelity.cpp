@@ -20,7 +20,7 @@ const json& cases() {
 }
 
 std::string substitute(std::string arg) {
-  static const std::string mask = testing::write_temp("fidelity_mask.json", "{}");
+  static const std::string mask = testing::write_temp("fidelity_mask.json", R"({"0_0_0": [3, 3, 3]})");
   static const std::string profiles = std::string(ATTNKIT_SOURCE_DIR) + "/tests/select/profiles";
   for (const auto& [key, value] : {std::pair<std::string, std::string>{"{mask_file}", mask}, {"{profiles}", profiles}})
     for (std::size_t at; (at = arg.find(key)) != std::string::npos;) arg.replace(at, key.size(), value);

@@ -131,6 +131,8 @@ TEST(HybridWindow, Refusals) {
   Problem p = hybrid_problem(MaskKind::none);
   p.seqlen_q = 100;
   EXPECT_TRUE(make_hybrid_window_backend()->plan(p, cpu).diagnostics().has_code("AK2116"));
+  EXPECT_TRUE(make_hybrid_window_backend()->check_configured(p, cpu, {}).has_code("AK2116"));
+  EXPECT_TRUE(make_hybrid_window_backend()->check_configured(hybrid_problem(MaskKind::none), cpu, {}).ok());
   p = hybrid_problem(MaskKind::custom);
   EXPECT_TRUE(make_hybrid_window_backend()->check(p, cpu).has_code("AK2107"));
   const Diagnostics one_side = run_hybrid(hybrid_problem(MaskKind::none), {{"window_size", std::string("4")}}, {}).ran;

@@ -249,6 +249,63 @@ TEST_F(SlidingTilePlanTest, RefusalsAreCatalogued) {
   EXPECT_TRUE(on_gpu.has_code("AK2105")) << on_gpu.summary();
 }
 
+// check_configured() (what `check` runs at start-up) refuses what the plan
+// refuses, with the same codes, so that a deployment never fails late: the
+// geometry, the mode, the strategy file, and on a GPU the kernels.
+TEST_F(SlidingTilePlanTest, CheckRefusesWhatThePlanRefuses) {
+  const auto backend = make_sliding_tile_backend();
+  const Platform cpu = detect_cpu_platform();
+  const Platform gpu = *parse_platform("cuda:sm90");
+  auto codes = [](const Diagnostics& d) {
+    std::set<std::string> out;
+    for (const Diagnostic& x : d) out.insert(x.code);
+    return out;
+  };
+  struct Case {
+    const char* what;
+    Problem p;
+    select::BackendConfig c;
+    Platform platform;
+    const char* code;  // "" : both accept
+  };
+  Problem no_grid = small_video();
+  no_grid.video.reset();
+  std::vector<Case> cases;
+  auto with = [&](const char* key, std::string value) {
+    select::BackendConfig c = config();
+    c[key] = std::move(value);
+    return c;
+  };
+  cases.push_back({"valid", small_video(), config(), cpu, ""});
+  cases.push_back({"no grid", no_grid, config(), cpu, "AK2115"});
+  cases.push_back({"3-frame tiles of 4 frames", small_video(), with("tile_size", "3,4,4"), cpu, "AK2116"});
+  cases.push_back({"8-token tiles", small_video(), with("tile_size", "1,2,4"), cpu, "AK2116"});
+  cases.push_back({"mask search mode", small_video(), with("sta_mode", "STA_tuning"), cpu, "AK3110"});
+  cases.push_back({"two tile sides", small_video(), with("tile_size", "2,4"), cpu, "AK3103"});
+  cases.push_back({"no such strategy file", small_video(), with("mask_strategy_file_path", "/nonexistent/mask.json"),
+                   cpu, "AK3105"});
+  cases.push_back({"a strategy naming no window", small_video(),
+                   with("mask_strategy_file_path", testing::temp_file("empty_mask.json", "{}")), cpu, "AK3108"});
+  cases.push_back({"32-token tiles at head dim 32 on sm_90", small_video(DType::bf16), config(), gpu, "AK2105"});
+  for (const Case& k : cases) {
+    // What `check` runs: the config's keys (the selection), then the layer's check.
+    Diagnostics checked = select::validate_own_config(k.c, *select::find_schema("sliding_tile_attn"));
+    checked.append(backend->check_configured(k.p, k.platform, k.c));
+    const Diagnostics planned = backend->plan_configured(k.p, k.platform, k.c).diagnostics();
+    if (*k.code == '\0') {
+      EXPECT_TRUE(checked.ok()) << k.what << ": " << checked.summary();
+      EXPECT_TRUE(planned.ok()) << k.what << ": " << planned.summary();
+      continue;
+    }
+    EXPECT_TRUE(checked.has_code(k.code)) << k.what << ": " << checked.summary();
+    EXPECT_EQ(codes(checked), codes(planned)) << k.what << ": check " << checked.summary() << " | plan "
+                                              << planned.summary();
+  }
+  // The tile sizes the refusal names divide the grid (here: 4 x 8 x 8 tokens).
+  const Diagnostics odd = backend->check_configured(small_video(), cpu, with("tile_size", "3,4,4"));
+  EXPECT_NE(odd.summary().find("tile_size 4,4,8"), std::string::npos) << odd.summary();
+}
+
 // Through a Deployment: the request's step and the layer's index choose the
 // windows; skip steps and cross-attention run dense (the latter recorded).
 TEST_F(SlidingTilePlanTest, DeploymentRunsStepsAndLayers) {

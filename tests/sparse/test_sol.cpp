@@ -184,6 +184,10 @@ TEST(SolAttn, Refusals) {
   cross.video.reset();
   auto plan = make_sol_backend()->plan_configured(cross, detect_cpu_platform(), config(1.0));
   EXPECT_TRUE(plan.diagnostics().has_code("AK2116"));
+  // `check` refuses what the plan refuses: cross-attention, a dense backend the CPU lacks.
+  EXPECT_TRUE(make_sol_backend()->check_configured(cross, detect_cpu_platform(), config(1.0)).has_code("AK2116"));
+  EXPECT_TRUE(make_sol_backend()->check_configured(p, detect_cpu_platform(), sage).has_code("AK2111"));
+  EXPECT_TRUE(make_sol_backend()->check_configured(p, detect_cpu_platform(), config(1.0)).ok());
 }
 
 // Accuracy against dense on video-like inputs (bf16): the bounds docs/sparse.md states.

@@ -206,10 +206,16 @@ TEST(VideoSparse, Refusals) {
   Problem p = vsa_problem();
   p.video.reset();
   EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2115"));
+  EXPECT_TRUE(vsa->check_configured(p, cpu, {}).has_code("AK2115"));  // `check` refuses what the plan refuses
   p = testing::video_problem({6, 8, 12}, 0, 1, 2, 2, 64, DType::f32);  // 6 frames: not whole cubes
   EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2116"));
+  EXPECT_TRUE(vsa->check_configured(p, cpu, {}).has_code("AK2116"));
+  const Problem odd_bf16 = testing::video_problem({6, 8, 12}, 0, 1, 2, 2, 64, DType::bf16);
+  EXPECT_TRUE(vsa->check_configured(odd_bf16, *parse_platform("cuda:sm90"), {}).has_code("AK2116"));
   p = testing::video_problem({8, 8, 12}, 16, 1, 2, 2, 64, DType::f32);  // text tokens
   EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2116"));
+  EXPECT_TRUE(vsa->check_configured(p, cpu, {}).has_code("AK2116"));
+  EXPECT_TRUE(vsa->check_configured(vsa_problem(), cpu, {}).ok());
   p = vsa_problem();
   EXPECT_TRUE(run_vsa(p, {{"sparsity", 1.0}}, {}).ran.has_code("AK3103"));  // sparsity in [0, 1)
   // The gate's binding: missing, wrong dtype, wrong shape.

@@ -101,6 +101,16 @@ class Backend {
     (void)config;
     return plan(p, platform);
   }
+  // check() under a deployment's config: also what plan_configured() would
+  // refuse for this config (a sparse backend's tile geometry or mask strategy),
+  // found without planning, allocating or touching a GPU, so that `check`
+  // fails a deployment at start-up that its plans would fail later. The
+  // selection has validated the config's keys; a required key may be missing.
+  virtual Diagnostics check_configured(const Problem& p, const Platform& platform,
+                                       const select::BackendConfig& config) const {
+    (void)config;
+    return check(p, platform);
+  }
 };
 
 }  // namespace attnkit

@@ -62,10 +62,10 @@ std::vector<Problem> kernel_problems(const Problem& p, const std::vector<BlockSp
 }  // namespace
 
 Diagnostics CudaSparseRunner::check_kernels(const Problem& p, const Platform& gpu,
-                                            const std::vector<BlockSparse>& layouts) {
+                                            const std::vector<BlockSparse>& layouts, bool tiled) {
   Diagnostics why;
   flash_for(p, gpu, why);
-  for (const Problem& inner : kernel_problems(p, layouts, false)) flash_for(inner, gpu, why);
+  for (const Problem& inner : kernel_problems(p, layouts, tiled)) flash_for(inner, gpu, why);
   return why;
 }
 

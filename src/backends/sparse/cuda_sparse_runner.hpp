@@ -31,8 +31,10 @@ class CudaSparseRunner final : public SparseRunner {
                                                           const std::vector<const BlockSparseLists*>& lists,
                                                           std::optional<VideoTiling> tiling);
   // What create() would refuse about the kernels (the same rule, no device
-  // needed): a backend's check() shares it with its plan.
-  static Diagnostics check_kernels(const Problem& p, const Platform& gpu, const std::vector<BlockSparse>& layouts);
+  // needed): a backend's check() shares it with its plan. `tiled`: create()
+  // is given a tiling (the tile-ordered copies are BSHD).
+  static Diagnostics check_kernels(const Problem& p, const Platform& gpu, const std::vector<BlockSparse>& layouts,
+                                   bool tiled = false);
   ~CudaSparseRunner() override;
 
   std::size_t workspace_bytes() const override;

@@ -165,12 +165,14 @@ class HybridWindowBackend final : public SparseVideoBackend {
                            hybrid_window_capabilities()) {}
 
  protected:
+  Diagnostics call_refusals(const Problem& p, const Platform&, const select::BackendConfig&) const override {
+    if (p.seqlen_q == p.seqlen_k) return {};
+    return diagnose("AK2116", {{"backend", "hybrid_window_attn_h3"},
+                               {"reason", "it runs self-attention (seqlen_q " + std::to_string(p.seqlen_q) +
+                                              " != seqlen_k " + std::to_string(p.seqlen_k) + ")"}});
+  }
   Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                          const select::BackendConfig& config) const override {
-    if (p.seqlen_q != p.seqlen_k)
-      return Diagnostics(diagnose("AK2116", {{"backend", "hybrid_window_attn_h3"},
-                                             {"reason", "it runs self-attention (seqlen_q " + std::to_string(p.seqlen_q) +
-                                                            " != seqlen_k " + std::to_string(p.seqlen_k) + ")"}}));
     auto window = make_cpu_flash_backend()->plan(window_problem(p, hybrid_window_settings(config)), cpu);
     if (!window) return window.diagnostics();
     return with_host_workspace(std::make_unique<HybridWindowPlan>(p, std::move(*window)), "hybrid_window_attn_h3");

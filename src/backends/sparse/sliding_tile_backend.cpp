@@ -42,8 +42,8 @@ class SlidingTilePlan final : public Plan {
 
 // The block layouts a schedule's lists come in: one tile a block, lists shared
 // by the heads (one window) or one set per head.
-std::vector<BlockSparse> layouts_of(const SlidingTileSchedule& schedule, const Problem& p) {
-  const int block = schedule.geometry().block();
+std::vector<BlockSparse> layouts_of(const TileGeometry& geometry, const Problem& p) {
+  const int block = geometry.block();
   return {BlockSparse{block, block, 1, 1}, BlockSparse{block, block, 1, p.heads_q}};
 }
 
@@ -56,11 +56,20 @@ class SlidingTileBackend final : public SparseVideoBackend {
                            sparse_video_capabilities({32, 64, 96, 128, 160, 192, 224, 256})) {}
 
  protected:
+  // The schedule's refusals (geometry, sta_mode, the strategy file), then on
+  // CUDA the kernels for its tile blocks.
+  Diagnostics call_refusals(const Problem& p, const Platform& platform,
+                            const select::BackendConfig& config) const override {
+    Diagnostics why = SlidingTileSchedule::check(p, config);
+    if (!why.ok() || platform.kind != PlatformKind::cuda) return why;
+    return CudaSparseRunner::check_kernels(p, platform, layouts_of(*sliding_tile_geometry(p, config), p),
+                                           /*tiled=*/true);
+  }
   Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                          const select::BackendConfig& config) const override {
     auto schedule = SlidingTileSchedule::create(p, config);
     if (!schedule) return schedule.diagnostics();
-    auto runner = CpuSparseRunner::create(p, cpu, layouts_of(*schedule, p), schedule->geometry().tiling);
+    auto runner = CpuSparseRunner::create(p, cpu, layouts_of(schedule->geometry(), p), schedule->geometry().tiling);
     if (!runner) return runner.diagnostics();
     return std::unique_ptr<Plan>(std::make_unique<SlidingTilePlan>(p, std::move(*schedule), std::move(*runner)));
   }
@@ -72,7 +81,7 @@ class SlidingTileBackend final : public SparseVideoBackend {
     auto schedule = SlidingTileSchedule::create(p, config);
     if (!schedule) return schedule.diagnostics();
     auto runner =
-        CudaSparseRunner::create(p, gpu, layouts_of(*schedule, p), schedule->list_sets(), schedule->geometry().tiling);
+        CudaSparseRunner::create(p, gpu, layouts_of(schedule->geometry(), p), schedule->list_sets(), schedule->geometry().tiling);
     if (!runner) return runner.diagnostics();
     return std::unique_ptr<Plan>(std::make_unique<SlidingTilePlan>(p, std::move(*schedule), std::move(*runner)));
   }

@@ -263,23 +263,29 @@ class SolBackend final : public SparseVideoBackend {
                            }()) {}
 
  protected:
+  // Self-attention; on the CPU (its only path) the dense backend `fa`
+  // (cpu_flash) and the sizes its router takes.
+  Diagnostics call_refusals(const Problem& p, const Platform& platform,
+                            const select::BackendConfig& config) const override {
+    if (p.seqlen_q != p.seqlen_k)
+      return diagnose("AK2116", {{"backend", "sol_attn"},
+                                 {"reason", "it routes self-attention (seqlen_q " + std::to_string(p.seqlen_q) +
+                                                " != seqlen_k " + std::to_string(p.seqlen_k) + ")"}});
+    if (platform.kind != PlatformKind::cpu) return {};
+    const SolSettings s = sol_settings(config);
+    if (s.dense_backend != "fa")
+      return diagnose("AK2111", {{"backend", s.dense_backend},
+                                 {"detail", " (sol_attn's dense_backend) on the CPU: use dense_backend=fa, "
+                                            "the CPU's flash kernel (cpu_flash)"}});
+    if (p.head_dim_qk > SolSettings::kMaxHeadDim || num_blocks(p.seqlen_k, kBlock) > SolSettings::kMaxTiles)
+      return diagnose("AK2116", {{"backend", "sol_attn"},
+                                 {"reason", "the CPU path routes up to " + std::to_string(SolSettings::kMaxTiles * kBlock) +
+                                                " tokens of head dim up to " + std::to_string(SolSettings::kMaxHeadDim)}});
+    return {};
+  }
   Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                          const select::BackendConfig& config) const override {
     const SolSettings s = sol_settings(config);
-    if (s.dense_backend != "fa")
-      return Diagnostics(diagnose("AK2111", {{"backend", s.dense_backend},
-                                             {"detail", " (sol_attn's dense_backend) on the CPU: use dense_backend=fa, "
-                                                        "the CPU's flash kernel (cpu_flash)"}}));
-    if (p.seqlen_q != p.seqlen_k)
-      return Diagnostics(diagnose("AK2116", {{"backend", "sol_attn"},
-                                             {"reason", "it routes self-attention (seqlen_q " + std::to_string(p.seqlen_q) +
-                                                            " != seqlen_k " + std::to_string(p.seqlen_k) + ")"}}));
-    if (p.head_dim_qk > SolSettings::kMaxHeadDim || num_blocks(p.seqlen_k, kBlock) > SolSettings::kMaxTiles)
-      return Diagnostics(diagnose("AK2116", {{"backend", "sol_attn"},
-                                             {"reason", "the CPU path routes up to " +
-                                                            std::to_string(SolSettings::kMaxTiles * kBlock) +
-                                                            " tokens of head dim up to " +
-                                                            std::to_string(SolSettings::kMaxHeadDim)}}));
     auto runner = CpuSparseRunner::create(p, cpu, {BlockSparse{kBlock, kBlock, p.batch, p.heads_q}}, std::nullopt,
                                           /*partial=*/true);
     if (!runner) return runner.diagnostics();

@@ -47,6 +47,19 @@ Diagnostics SparseVideoBackend::check(const Problem& p, const Platform& platform
   return out;
 }
 
+Diagnostics SparseVideoBackend::check_configured(const Problem& p, const Platform& platform,
+                                                 const select::BackendConfig& config) const {
+  Diagnostics out = check(p, platform);
+  if (!out.ok()) return out;
+  // A missing required key (AK3104) is the selection's to report; a wrong
+  // value leaves nothing to read the geometry from.
+  if (const select::BackendSchema* schema = select::find_schema(name_))
+    for (const Diagnostic& d : select::validate_own_config(config, *schema))
+      if (d.code != "AK3104") return out;
+  out.append(call_refusals(p, platform, config));
+  return out;
+}
+
 Result<std::unique_ptr<Plan>> SparseVideoBackend::plan(const Problem& p, const Platform& platform) const {
   return plan_configured(p, platform, {});
 }
@@ -58,6 +71,7 @@ Result<std::unique_ptr<Plan>> SparseVideoBackend::plan_configured(const Problem&
   if (const select::BackendSchema* schema = select::find_schema(name_))
     why.append(select::validate_own_config(config, *schema));
   if (!why.ok()) return why;
+  if (Diagnostics refused = call_refusals(p, platform, config); !refused.ok()) return refused;
   if (platform.kind == PlatformKind::cuda) return plan_cuda(p, platform, config);
   return plan_cpu(p, platform, config);
 }

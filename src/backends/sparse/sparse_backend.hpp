@@ -32,14 +32,26 @@ class SparseVideoBackend : public Backend {
   // The capabilities, fp32 refused on CUDA, and AK2111 on a GPU of this
   // machine for a backend without a CUDA path (has_cuda_path()).
   Diagnostics check(const Problem& p, const Platform& platform) const override;
+  // check(), then call_refusals() when the config's values are valid.
+  Diagnostics check_configured(const Problem& p, const Platform& platform,
+                               const select::BackendConfig& config) const override;
   // Without a deployment's config: its required keys are missing (AK3104).
   Result<std::unique_ptr<Plan>> plan(const Problem& p, const Platform& platform) const override;
   Result<std::unique_ptr<Plan>> plan_configured(const Problem& p, const Platform& platform,
                                                 const select::BackendConfig& config) const override;
 
  protected:
-  // The CPU path, after the problem, the platform and the backend's own
-  // config keys passed their checks.
+  // What this backend refuses for this call under `config` beyond its
+  // capabilities (its geometry, its files), found without planning: plan and
+  // check both ask it, so they agree. `config`'s values are valid; a required
+  // key may be missing.
+  virtual Diagnostics call_refusals(const Problem& p, const Platform& platform,
+                                    const select::BackendConfig& config) const {
+    (void)p, (void)platform, (void)config;
+    return {};
+  }
+  // The CPU path, after the problem, the platform, the backend's own config
+  // keys and call_refusals() passed their checks.
   virtual Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                                  const select::BackendConfig& config) const = 0;
   // The CUDA path (cuda_sparse_runner.hpp), where the backend has one.

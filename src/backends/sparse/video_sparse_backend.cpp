@@ -203,12 +203,13 @@ class VideoSparseBackend final : public SparseVideoBackend {
                            video_sparse_capabilities()) {}
 
  protected:
-  Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
-                                         const select::BackendConfig& config) const override {
-    if (!p.video) return Diagnostics(diagnose("AK2115", {{"backend", "video_sparse_attn_h3"}}));
+  // A video grid of whole 4 x 4 x 4 cubes, self-attention over its tokens
+  // only, and cube lists whose offsets fit int32.
+  Diagnostics call_refusals(const Problem& p, const Platform&, const select::BackendConfig& config) const override {
+    if (!p.video) return diagnose("AK2115", {{"backend", "video_sparse_attn_h3"}});
     const VideoTiling cubes = video_cubes(*p.video);
     auto refuse = [](std::string reason) {
-      return Diagnostics(diagnose("AK2116", {{"backend", "video_sparse_attn_h3"}, {"reason", std::move(reason)}}));
+      return diagnose("AK2116", {{"backend", "video_sparse_attn_h3"}, {"reason", std::move(reason)}});
     };
     if (!cubes.whole_tiles())
       return refuse("the latent grid " + std::to_string(p.video->frames) + " x " + std::to_string(p.video->height) +
@@ -221,8 +222,14 @@ class VideoSparseBackend final : public SparseVideoBackend {
     const std::int64_t entries = static_cast<std::int64_t>(p.batch) * p.heads_q * cubes.tiles() *
                                  video_sparse_keep(s.sparsity, cubes.tiles());
     if (entries > std::numeric_limits<std::int32_t>::max())
-      return Diagnostics(diagnose("AK1012", {{"what", "video_sparse_attn_h3's int32 cube lists (batch x heads x cubes x kept)"},
-                                             {"value", std::to_string(entries)}, {"limit", "2147483647"}}));
+      return diagnose("AK1012", {{"what", "video_sparse_attn_h3's int32 cube lists (batch x heads x cubes x kept)"},
+                                 {"value", std::to_string(entries)}, {"limit", "2147483647"}});
+    return {};
+  }
+  Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
+                                         const select::BackendConfig& config) const override {
+    const VideoTiling cubes = video_cubes(*p.video);
+    const VideoSparseSettings s = video_sparse_settings(config);
     auto runner = CpuSparseRunner::create(
         fine_problem(p), cpu, {BlockSparse{cubes.tile_tokens(), cubes.tile_tokens(), p.batch, p.heads_q}}, cubes);
     if (!runner) return runner.diagnostics();
