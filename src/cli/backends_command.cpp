@@ -90,8 +90,8 @@ int execute(const BackendsOptions& o) {
     return 0;
   }
   if (platform) std::cout << "backends for " << platform->label() << " (" << platform->device_name << ")\n";
-  std::cout << fmt::format("{:<24} {:<6} {:<14} {:<22} {:<12} {:<5} {:<5} {:<6} {:<5}\n", "backend", "built",
-                           "platforms", "dtypes", "head dims", "gqa", "lse", "varlen", "paged");
+  std::cout << fmt::format("{:<24} {:<6} {:<14} {:<22} {:<12} {:<5} {:<5} {:<6} {:<5} {}\n", "backend", "built",
+                           "platforms", "dtypes", "head dims", "gqa", "lse", "varlen", "paged", "needs weights");
   for (const auto& b : list) {
     auto join = [](const nlohmann::json& a) {
       std::string s;
@@ -107,9 +107,10 @@ int execute(const BackendsOptions& o) {
                                                             }();
     bool varlen = false;
     for (const auto& l : b["layouts"]) varlen |= l == "thd";
-    std::cout << fmt::format("{:<24} {:<6} {:<14} {:<22} {:<12} {:<5} {:<5} {:<6} {:<5}\n", b["name"].get<std::string>(),
+    const std::string needs = b["requires_weights"].empty() ? "-" : join(b["requires_weights"]);
+    std::cout << fmt::format("{:<24} {:<6} {:<14} {:<22} {:<12} {:<5} {:<5} {:<6} {:<5} {}\n", b["name"].get<std::string>(),
                              yes_no(b["built"]), join(b["platforms"]), join(b["dtypes"]), dims, yes_no(b["gqa"]),
-                             yes_no(b["lse"]), yes_no(varlen), yes_no(b["paged_kv"]));
+                             yes_no(b["lse"]), yes_no(varlen), yes_no(b["paged_kv"]), needs);
   }
   return 0;
 }

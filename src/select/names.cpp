@@ -21,6 +21,25 @@ constexpr Alias kAliases[] = {
     {"cudnn_sdpa", "cudnn"},       {"torch_cudnn_sdpa", "cudnn"}, {"torch_sdpa", "sdpa"},
     {"torch_native", "sdpa"},      {"triton", "triton_attn"},     {"sage", "sage_attn"},
     {"sageattention", "sage_attn"}, {"flash_attn", "fa"},          {"aiter_attn", "aiter"},
+    // SGLang's deprecated LLM spellings, and the spelled-out SageAttention3.
+    {"nsa", "dsa"},                {"compressed", "dsv4"},        {"sage_attn_three", "sage_attn_3"},
+};
+
+// Names the engine accepts that attnkit knows but does not provide: each is
+// refused with its own catalogued code instead of AK2002 (unknown).
+struct EngineOnly {
+  std::string_view name;
+  std::string_view code;
+  std::string_view what, reason, instead;  // the page's fields (AK2120)
+};
+constexpr EngineOnly kEngineOnly[] = {
+    // Cambricon MLU: attnkit has no Platform for it, so nothing can be checked there.
+    {"mlu", "AK2120", "Cambricon MLU attention (SGLang --device mlu)",
+     "attnkit has no MLU platform to model its kernels on",
+     "validate the deployment on a platform attnkit models (--platform cuda:smXX, rocm, xpu, musa, npu, mps, cpu), "
+     "or leave the MLU deployment's attention backend to the engine"},
+    // The diffusion enum's marker for a component without attention layers (AK2121).
+    {"no_attention", "AK2121", "", "", ""},
 };
 constexpr std::string_view kFamilies[] = {"fa", "sdpa"};
 
@@ -114,6 +133,14 @@ std::vector<std::string> accepted_backend_names(const Registry& registry) {
 }
 
 Diagnostic unknown_backend(std::string_view name, const Registry& registry) {
+  const std::string n = normalise_backend_name(name);
+  for (const EngineOnly& e : kEngineOnly)
+    if (e.name == n && registry.find(n) == nullptr) {
+      const std::pair<std::string_view, std::string> args[] = {
+          {"name", std::string(name)}, {"what", std::string(e.what)}, {"reason", std::string(e.reason)},
+          {"instead", std::string(e.instead)}};
+      return diagnose_args(e.code, args);
+    }
   return unknown_backend_name(name, accepted_backend_names(registry));
 }
 

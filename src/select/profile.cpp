@@ -18,6 +18,14 @@ const std::vector<CheckpointFeature>& checkpoint_features() {
       {"linear_branch", "a gated linear-attention branch beside window softmax attention", "AK4009", true},
       {"compression_gates", "trained compression gates for the coarse branch of video sparse attention", "AK4009", true},
       {"sparse_mla", "DeepSeek-style sparse MLA (an indexer over a latent KV cache, as GLM-DSA)", "AK4015"},
+      // What engine backends (SGLang names) read from the checkpoint; a model
+      // without it refuses them with AK4009.
+      {"mla", "multi-head latent attention (a compressed latent KV cache, DeepSeek-V2/V3 style)", "AK4009"},
+      {"dsa_indexer", "a DeepSeek sparse-attention indexer that picks the top-k keys of each query", "AK4009"},
+      {"dsv4_compressed", "DeepSeek-V4 compressed sparse attention (compressed KV blocks and their indexer)", "AK4009"},
+      {"dual_chunk", "a dual_chunk_attention_config (dual chunk attention for long contexts, Qwen2.5-1M style)", "AK4009"},
+      {"minicpm_sparse", "MiniCPM sparse attention layers (the MiniCPM-SALA compressed-cache layout)", "AK4009"},
+      {"sla_linear", "the trained linear-attention branch of Sparse-Linear Attention (SLA-finetuned weights)", "AK4009"},
   };
   return features;
 }

@@ -99,6 +99,61 @@ Capabilities sparse_caps(std::vector<int> dims) {
   return c;
 }
 
+
+// A backend whose kernel reads a layout of its own from the checkpoint (an MLA
+// latent cache, a sparse indexer, compressed KV): LLM-side, paged, causal.
+// `weights` are the checkpoint features it cannot run without (AK4009 where
+// the model's checkpoint lacks one); head dims are those of MLA layers as
+// profiles describe them (192/128 for the uncompressed prefill form, 576/512
+// for the absorbed latent form).
+Capabilities mla_caps(int min_sm, int max_sm, DTypeSet kv, std::vector<std::string> weights) {
+  Capabilities c = cuda_caps(min_sm, max_sm, kHalf, {128, 192, 512, 576});
+  c.kv_dtypes = kv;
+  c.masks = {MK::causal};
+  c.paged_kv = true;
+  c.sinks = c.softcap = false;
+  c.requires_weights = std::move(weights);
+  return c;
+}
+
+// A layer rule of the backend beyond the capability model (AK2122).
+void add_rule(Diagnostics& why, std::string_view backend, std::string rule) {
+  why.add("AK2122", {{"backend", std::string(backend)}, {"rule", std::move(rule)}});
+}
+
+// cutedsl_mla runs decode steps only (one query per sequence); SGLang pairs it
+// with trtllm_mla for prefill.
+void decode_only_rules(const Problem& p, const Platform&, Diagnostics& why) {
+  if (p.seqlen_q > 1)
+    add_rule(why, "cutedsl_mla",
+             "it runs decode steps only (one query per sequence; this layer has " + std::to_string(p.seqlen_q) +
+                 "); use --prefill-attention-backend trtllm_mla with --decode-attention-backend cutedsl_mla");
+}
+
+// hpc_ops (Tencent HPC-Ops paged MHA): 4 or 8 query heads per KV head, and a
+// KV cache of 64-token pages (SGLang refuses any other --page-size).
+void hpc_ops_rules(const Problem& p, const Platform&, Diagnostics& why) {
+  const int group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 0;
+  if (group != 4 && group != 8)
+    add_rule(why, "hpc_ops",
+             "its kernels take 4 or 8 query heads per KV head; this layer has " + std::to_string(p.heads_q) + "/" +
+                 std::to_string(p.heads_kv));
+  if (p.paged_kv && p.paged_kv->page_size != 64)
+    why.add("AK2123", {{"backend", "hpc_ops"}, {"allowed", "64"}, {"page_size", std::to_string(p.paged_kv->page_size)}});
+}
+
+// fp8_fa_sm120: one dense self-attention sequence (q, k, v of one shape);
+// SGLang sends every other call to cuDNN SDPA, which attnkit names instead of
+// substituting it.
+void fp8_fa_sm120_rules(const Problem& p, const Platform&, Diagnostics& why) {
+  if (p.seqlen_q != p.seqlen_k)
+    add_rule(why, "fp8_fa_sm120",
+             "its kernel runs self-attention only (queries and keys of one length; this layer has " +
+                 std::to_string(p.seqlen_q) + " queries over " + std::to_string(p.seqlen_k) +
+                 " keys); use cudnn (torch_cudnn_sdpa) for this layer");
+  if (p.batch != 1) add_rule(why, "fp8_fa_sm120", "its kernel runs one sequence per call (batch 1)");
+}
+
 template <class F>
 Capabilities with(Capabilities c, F&& edit) {
   edit(c);
@@ -189,6 +244,144 @@ std::vector<Row> modelled_table() {
                     c.paged_kv = true;
                     c.lse = false;  // F.scaled_dot_product_attention returns no LSE
                   })});
+  // ---- engine backends (SGLang names), modelled so that `check` can say
+  // where each runs. None is ever picked by auto: they run only when named.
+  auto engine = [&](const char* name, const char* description, Capabilities c, ExtraCheck extra = nullptr) {
+    c.auto_selectable = false;
+    rows.push_back({name, description, std::move(c), std::move(extra)});
+  };
+  const DTypeSet kv_fp8{DType::f16, DType::bf16, DType::f8e4m3};
+  // LLM side (--attention-backend, --prefill/--decode-attention-backend)
+  engine("flex_attention", "PyTorch FlexAttention (block masks over the paged KV pool; no CUDA graphs)",
+         with(cuda_caps(80, 0, kHalfF32, {}), [](Capabilities& c) {
+           c.platforms = {PK::cuda, PK::rocm};
+           c.masks = kAllMasks;
+           c.paged_kv = true;
+         }));
+  engine("dsa", "DeepSeek sparse attention (indexer top-k over an MLA latent cache: DeepSeek-V3.2, GLM-DSA)",
+         with(mla_caps(90, 103, {DType::bf16, DType::f8e4m3}, {"mla", "dsa_indexer"}),
+              [](Capabilities& c) { c.platforms = {PK::cuda, PK::rocm}; }));
+  engine("dsv4", "DeepSeek-V4 compressed sparse attention (needs a DeepSeek-V4 checkpoint)",
+         with(mla_caps(90, 0, {DType::bf16, DType::f8e4m3}, {"dsv4_compressed"}),
+              [](Capabilities& c) { c.platforms = {PK::cuda, PK::npu}; }));
+  engine("cutlass_mla", "CUTLASS MLA decode kernels, Blackwell sm_100/sm_103 (128-token pages)",
+         mla_caps(100, 103, kv_fp8, {"mla"}));
+  engine("flashmla", "FlashMLA kernels for MLA models, sm_90 to sm_103 (64-token pages)",
+         mla_caps(90, 103, kv_fp8, {"mla"}));
+  engine("trtllm_mla", "TensorRT-LLM MLA kernels, Blackwell sm_100 to sm_121", mla_caps(100, 121, {DType::bf16, DType::f8e4m3}, {"mla"}));
+  engine("cutedsl_mla", "CuTe DSL MLA decode kernels, sm_100/sm_103 (decode only)",
+         mla_caps(100, 103, {DType::bf16, DType::f8e4m3}, {"mla"}), decode_only_rules);
+  engine("tokenspeed_mla", "TokenSpeed MLA kernels, Blackwell sm_100 to sm_121 (fp8_e4m3 KV cache only)",
+         mla_caps(100, 121, {DType::f8e4m3}, {"mla"}));
+  engine("trtllm_mha", "TensorRT-LLM MHA kernels (paged KV), sm_100/sm_103 only",
+         with(cuda_caps(100, 103, kHalf, {64, 128, 256}), [&](Capabilities& c) {
+           c.kv_dtypes = kv_fp8;
+           c.paged_kv = true;
+         }));
+  engine("dual_chunk_flash_attn", "dual chunk flash attention for checkpoints with a dual_chunk_attention_config",
+         with(cuda_caps(80, 0, kHalf, {64, 128, 256}), [](Capabilities& c) {
+           c.paged_kv = true;
+           c.requires_weights = {"dual_chunk"};
+         }));
+  engine("hpc_ops", "Tencent HPC-Ops paged MHA, sm_90 only (head dim 128, GQA 4 or 8, 64-token pages)",
+         with(cuda_caps(90, 90, {DType::bf16}, {128}), [](Capabilities& c) {
+           c.kv_dtypes = {DType::bf16, DType::f8e4m3};
+           c.masks = {MK::causal};
+           c.paged_kv = true;
+           c.softcap = c.sinks = false;
+           c.distinct_v_head_dim = false;
+         }),
+         hpc_ops_rules);
+  engine("minicpm_flashattn", "MiniCPM sparse attention over flash-attention kernels (MiniCPM-SALA checkpoints)",
+         with(cuda_caps(90, 0, kHalf, {64, 128}), [](Capabilities& c) {
+           c.paged_kv = true;
+           c.requires_weights = {"minicpm_sparse"};
+         }));
+  engine("minicpm_flashinfer", "MiniCPM sparse attention over FlashInfer kernels (MiniCPM-SALA checkpoints)",
+         with(cuda_caps(80, 0, kHalf, {64, 128}), [](Capabilities& c) {
+           c.paged_kv = true;
+           c.requires_weights = {"minicpm_sparse"};
+         }));
+  engine("wave", "AMD Wave attention kernels (ROCm)", with(Capabilities{}, [&](Capabilities& c) {
+           c.platforms = {PK::rocm};
+           c.dtypes = kHalf;
+           c.head_dims = {64, 128};
+           c.masks = {MK::none, MK::causal};
+           c.layouts = kAllLayouts;
+           c.paged_kv = true;
+         }));
+  engine("intel_amx", "Intel AMX CPU attention (sgl-kernel; SGLang falls back to torch_native without AMX)",
+         with(Capabilities{}, [&](Capabilities& c) {
+           c.platforms = {PK::cpu};
+           c.dtypes = kHalfF32;
+           c.masks = kDenseMasks;
+           c.layouts = kAllLayouts;
+           c.paged_kv = true;
+         }));
+  engine("ascend", "Huawei Ascend NPU attention (torch_npu fused kernels, paged KV, MLA)",
+         with(Capabilities{}, [&](Capabilities& c) {
+           c.platforms = {PK::npu};
+           c.dtypes = kHalf;
+           c.masks = kAllMasks;
+           c.layouts = kAllLayouts;
+           c.paged_kv = true;
+         }));
+  engine("intel_xpu", "Intel XPU LLM attention (sgl-kernel flash attention, paged KV)",
+         with(Capabilities{}, [&](Capabilities& c) {
+           c.platforms = {PK::xpu};
+           c.dtypes = kHalf;
+           c.head_dims = flash_dims;
+           c.masks = kDenseMasks;
+           c.layouts = kAllLayouts;
+           c.paged_kv = true;
+         }));
+  // Diffusion side (AttentionBackendEnum, lower-cased)
+  engine("dynamic_cudnn_sdpa", "per call cuDNN SDPA (dense non-causal, no LSE asked) or flash attention",
+         cuda_caps(80, 0, kHalf, flash_dims));
+  engine("sage_attn_3", "SageAttention3: FP4 microscaling attention, Blackwell (sm_100 and newer)",
+         with(cuda_caps(100, 0, kHalf, {64, 128}), [](Capabilities& c) {
+           c.masks = {MK::none, MK::causal};
+           c.softcap = c.sinks = false;
+           c.lse = false;
+           c.distinct_v_head_dim = false;
+         }));
+  engine("sparse_video_gen_2_attn", "Sparse-VideoGen2: semantic-aware permutation sparse attention (video DiTs)",
+         sparse_caps({64, 128}));
+  engine("vmoba_attn", "V-MoBA: mixture of block attention for video DiTs", sparse_caps({64, 128}));
+  engine("cube_sparse_attn", "cube sparse attention for video DiTs", sparse_caps({64, 128}));
+  engine("aiter_sage", "SageAttention on AMD AITER (ROCm)", with(Capabilities{}, [&](Capabilities& c) {
+           c.platforms = {PK::rocm};
+           c.dtypes = kHalf;
+           c.head_dims = {64, 128};
+           c.masks = {MK::none, MK::causal};
+           c.layouts = kPadded;
+           c.softcap = c.sinks = false;
+           c.lse = false;
+           c.distinct_v_head_dim = false;
+         }));
+  engine("sla_attn", "Sparse-Linear Attention (sparse softmax + a trained linear branch; SLA-finetuned checkpoints)",
+         with(sparse_caps({64, 128}), [](Capabilities& c) { c.requires_weights = {"sla_linear"}; }));
+  engine("sage_sla_attn", "SageAttention + Sparse-Linear Attention (SLA-finetuned checkpoints)",
+         with(sparse_caps({64, 128}), [](Capabilities& c) { c.requires_weights = {"sla_linear"}; }));
+  auto npu_sparse = [](std::vector<int> dims) {
+    Capabilities c = sparse_caps(std::move(dims));
+    c.platforms = {PK::npu};
+    c.min_sm = c.max_sm = 0;
+    return c;
+  };
+  engine("laser_attn", "LASER attention on Ascend NPUs (sgl_kernel_npu)", npu_sparse({64, 128}));
+  engine("block_sparse_attn", "static block-sparse attention on Ascend NPUs (sgl_kernel_npu)", npu_sparse({64, 128}));
+  engine("rain_fusion_attn", "RainFusion training-free block-wise sparse attention on Ascend NPUs", npu_sparse({32, 64, 96, 128}));
+  engine("fp8_fa_sm120", "FP8 (e4m3) flash attention for sm_120: dense non-causal self-attention, bf16, head dim 128",
+         with(cuda_caps(120, 120, {DType::bf16}, {128}), [](Capabilities& c) {
+           c.masks = {MK::none};
+           c.layouts = kAllLayouts;
+           c.gqa = false;
+           c.lse = false;
+           c.softcap = c.sinks = false;
+           c.distinct_v_head_dim = false;
+         }),
+         fp8_fa_sm120_rules);
   return rows;
 }
 
