@@ -67,3 +67,13 @@ def test_torch_nccl_group_at_world_size_one():
     finally:
         if created:
             td.destroy_process_group()
+
+
+def test_importing_attnkit_first_leaves_torch_its_own_nccl():
+    """attnkit loads NCCL at first use instead of linking it: linked to the toolkit's libnccl.so.2, it made
+    a later `import torch` fail whenever torch's wheel brings a newer NCCL (undefined ncclCommResume)."""
+    pytest.importorskip("torch")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run([sys.executable, "-c", "import attnkit, torch; print(torch.__version__)"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -4,20 +4,25 @@
 // queued there (the block it sends is complete, the buffer it receives into is
 // no longer read), and wait() makes the compute stream wait on the exchange's
 // event, so the host never blocks and the transfer overlaps the next compute.
-// Built only with CUDA and NCCL; errors become AK5011 with NCCL's message.
+// Built only with CUDA and NCCL; NCCL itself is loaded at first use
+// (dist/nccl_library.hpp says why). Errors become AK5011 with NCCL's message,
+// an NCCL that cannot be loaded AK5010.
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <cstring>
 
 #include "attnkit/dist/communicator.hpp"
+#include "dist/nccl_library.hpp"
 
 namespace attnkit::dist {
 namespace {
 
+// Only called once nccl_api() has loaded: a communicator exists, or the caller has just loaded it.
+const NcclApi& nccl() { return **nccl_api(); }
+
 Diagnostics check_nccl(ncclResult_t rc, const char* call) {
   if (rc == ncclSuccess) return {};
-  return diagnose("AK5011", {{"call", call}, {"error", ncclGetErrorString(rc)}});
+  return diagnose("AK5011", {{"call", call}, {"error", nccl().get_error_string(rc)}});
 }
 
 Diagnostics check_cuda(cudaError_t rc, const char* call) {
@@ -41,7 +46,7 @@ class NcclCommunicator final : public Communicator {
     for (cudaEvent_t e : ready_) if (e) cudaEventDestroy(e);
     for (cudaEvent_t e : done_) if (e) cudaEventDestroy(e);
     if (exchange_) cudaStreamDestroy(exchange_);
-    ncclCommDestroy(comm_);
+    nccl().comm_destroy(comm_);
   }
 
   std::string_view kind() const override { return "nccl"; }
@@ -63,7 +68,7 @@ class NcclCommunicator final : public Communicator {
     auto* send = static_cast<std::byte*>(scratch_);
     std::byte* recv = send + bytes;
     Diagnostics why = check_cuda(cudaMemcpyAsync(send, mine, bytes, cudaMemcpyHostToDevice, exchange_), "cudaMemcpyAsync");
-    if (why.ok()) why = check_nccl(ncclAllGather(send, recv, bytes, ncclUint8, comm_, exchange_), "ncclAllGather");
+    if (why.ok()) why = check_nccl(nccl().all_gather(send, recv, bytes, ncclUint8, comm_, exchange_), "ncclAllGather");
     if (why.ok())
       why = check_cuda(cudaMemcpyAsync(all, recv, bytes * size_, cudaMemcpyDeviceToHost, exchange_), "cudaMemcpyAsync");
     if (why.ok()) why = check_cuda(cudaStreamSynchronize(exchange_), "cudaStreamSynchronize");
@@ -73,7 +78,7 @@ class NcclCommunicator final : public Communicator {
   Result<std::shared_ptr<Communicator>> split(int color, int key) override {
     cudaSetDevice(device_);
     ncclComm_t sub = nullptr;
-    if (Diagnostics why = check_nccl(ncclCommSplit(comm_, color, key, &sub, nullptr), "ncclCommSplit"); !why.ok())
+    if (Diagnostics why = check_nccl(nccl().comm_split(comm_, color, key, &sub, nullptr), "ncclCommSplit"); !why.ok())
       return why;
     return create(sub, device_);
   }
@@ -81,21 +86,21 @@ class NcclCommunicator final : public Communicator {
   Diagnostics all_to_all(const std::byte* send, std::span<const std::size_t> send_bytes, std::byte* recv,
                          std::span<const std::size_t> recv_bytes, StreamHandle stream) override {
     cudaSetDevice(device_);
-    Diagnostics why = check_nccl(ncclGroupStart(), "ncclGroupStart");
+    Diagnostics why = check_nccl(nccl().group_start(), "ncclGroupStart");
     std::size_t s_at = 0, r_at = 0;
     for (int r = 0; r < size_ && why.ok(); ++r) {
-      why = check_nccl(ncclSend(send + s_at, send_bytes[r], ncclUint8, r, comm_, as_stream(stream)), "ncclSend");
-      if (why.ok()) why = check_nccl(ncclRecv(recv + r_at, recv_bytes[r], ncclUint8, r, comm_, as_stream(stream)), "ncclRecv");
+      why = check_nccl(nccl().send(send + s_at, send_bytes[r], ncclUint8, r, comm_, as_stream(stream)), "ncclSend");
+      if (why.ok()) why = check_nccl(nccl().recv(recv + r_at, recv_bytes[r], ncclUint8, r, comm_, as_stream(stream)), "ncclRecv");
       s_at += send_bytes[r];
       r_at += recv_bytes[r];
     }
-    why.append(check_nccl(ncclGroupEnd(), "ncclGroupEnd"));
+    why.append(check_nccl(nccl().group_end(), "ncclGroupEnd"));
     return why;
   }
 
   Diagnostics all_gather(const std::byte* send, std::size_t bytes, std::byte* recv, StreamHandle stream) override {
     cudaSetDevice(device_);
-    return check_nccl(ncclAllGather(send, recv, bytes, ncclUint8, comm_, as_stream(stream)), "ncclAllGather");
+    return check_nccl(nccl().all_gather(send, recv, bytes, ncclUint8, comm_, as_stream(stream)), "ncclAllGather");
   }
 
   Result<Transfer> start_exchange(const std::byte* send, std::size_t send_bytes, int to, std::byte* recv,
@@ -105,10 +110,10 @@ class NcclCommunicator final : public Communicator {
     next_slot_ = (next_slot_ + 1) % 2;
     Diagnostics why = check_cuda(cudaEventRecord(ready_[slot], as_stream(stream)), "cudaEventRecord");
     if (why.ok()) why = check_cuda(cudaStreamWaitEvent(exchange_, ready_[slot], 0), "cudaStreamWaitEvent");
-    if (why.ok()) why = check_nccl(ncclGroupStart(), "ncclGroupStart");
-    if (why.ok()) why = check_nccl(ncclSend(send, send_bytes, ncclUint8, to, comm_, exchange_), "ncclSend");
-    if (why.ok()) why = check_nccl(ncclRecv(recv, recv_bytes, ncclUint8, from, comm_, exchange_), "ncclRecv");
-    why.append(check_nccl(ncclGroupEnd(), "ncclGroupEnd"));
+    if (why.ok()) why = check_nccl(nccl().group_start(), "ncclGroupStart");
+    if (why.ok()) why = check_nccl(nccl().send(send, send_bytes, ncclUint8, to, comm_, exchange_), "ncclSend");
+    if (why.ok()) why = check_nccl(nccl().recv(recv, recv_bytes, ncclUint8, from, comm_, exchange_), "ncclRecv");
+    why.append(check_nccl(nccl().group_end(), "ncclGroupEnd"));
     if (why.ok()) why = check_cuda(cudaEventRecord(done_[slot], exchange_), "cudaEventRecord");
     if (!why.ok()) return why;
     return Transfer{slot};
@@ -124,8 +129,8 @@ class NcclCommunicator final : public Communicator {
 
   Diagnostics init() {
     Diagnostics why = check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-    if (why.ok()) why = check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank");
-    if (why.ok()) why = check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount");
+    if (why.ok()) why = check_nccl(nccl().comm_user_rank(comm_, &rank_), "ncclCommUserRank");
+    if (why.ok()) why = check_nccl(nccl().comm_count(comm_, &size_), "ncclCommCount");
     if (why.ok()) why = check_cuda(cudaStreamCreateWithFlags(&exchange_, cudaStreamNonBlocking), "cudaStreamCreate");
     for (int i = 0; i < 2 && why.ok(); ++i) {
       why = check_cuda(cudaEventCreateWithFlags(&ready_[i], cudaEventDisableTiming), "cudaEventCreate");
@@ -149,8 +154,9 @@ class NcclCommunicator final : public Communicator {
 bool nccl_compiled() { return true; }
 
 Result<NcclUniqueId> nccl_unique_id() {
+  if (auto api = nccl_api(); !api) return api.diagnostics();
   ncclUniqueId id;
-  if (Diagnostics why = check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId"); !why.ok()) return why;
+  if (Diagnostics why = check_nccl(nccl().get_unique_id(&id), "ncclGetUniqueId"); !why.ok()) return why;
   static_assert(sizeof(ncclUniqueId) == sizeof(NcclUniqueId));
   NcclUniqueId out;
   std::memcpy(out.data(), &id, out.size());
@@ -158,12 +164,13 @@ Result<NcclUniqueId> nccl_unique_id() {
 }
 
 Result<std::shared_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId& id, int rank, int size, int device) {
+  if (auto api = nccl_api(); !api) return api.diagnostics();
   if (Diagnostics why = check_cuda(cudaSetDevice(device), "cudaSetDevice"); !why.ok())
     return diagnose("AK5010", {{"kind", "NCCL"}, {"reason", "GPU " + std::to_string(device) + ": " + why.summary()}});
   ncclUniqueId nid;
   std::memcpy(&nid, id.data(), id.size());
   ncclComm_t comm = nullptr;
-  if (Diagnostics why = check_nccl(ncclCommInitRank(&comm, size, nid, rank), "ncclCommInitRank"); !why.ok()) return why;
+  if (Diagnostics why = check_nccl(nccl().comm_init_rank(&comm, size, nid, rank), "ncclCommInitRank"); !why.ok()) return why;
   return NcclCommunicator::create(comm, device);
 }
 

@@ -3,6 +3,7 @@
 // in-process group (ranks as threads) against the single-process reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -12,6 +13,7 @@
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/lse_merge.hpp"
+#include "attnkit/dist/communicator.hpp"
 #include "dist/ring_schedule.hpp"
 #include "testing/dist_cases.hpp"
 #include "testing/parity_cases.hpp"
@@ -353,6 +355,22 @@ TEST(InProcessRefusals, RanksGivenDifferentLengthsAllRefuse) {
     return RankResult{(*plan)->run(shard.tensors, ws, nullptr)};
   });
   expect_code_everywhere(results, "AK5012");
+}
+
+// ---- NCCL, loaded at first use ----------------------------------------------------
+
+// NCCL is not linked (dist/nccl_library.hpp): the first call loads it, with
+// no GPU needed for a unique id. Without a network NCCL's own bootstrap may
+// refuse (AK5011), but loading it must not (AK5010).
+TEST(NcclLibrary, LoadsAtFirstUseWithoutAGpu) {
+  if (!dist::nccl_compiled()) GTEST_SKIP() << "this build has no NCCL (nccl.h next to the CUDA toolkit)";
+  auto id = dist::nccl_unique_id();
+  if (id) {
+    EXPECT_TRUE(std::any_of(id->begin(), id->end(), [](auto b) { return b != 0; }));
+  } else {
+    EXPECT_FALSE(id.diagnostics().has_code("AK5010")) << id.diagnostics().summary();
+    EXPECT_TRUE(id.diagnostics().has_code("AK5011")) << id.diagnostics().summary();
+  }
 }
 
 }  // namespace
