@@ -5,6 +5,7 @@
     out = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=lens, causal=True)
 
     attnkit.flash_attn_interface.install()                     # then `import flash_attn` is attnkit
+                                                               # (and flash_attn.bert_padding, .layers.rotary)
 
 The functions, arguments, shapes and return values of flash_attn.flash_attn_interface (2.x), so that
 code written against FlashAttention runs on attnkit unchanged: the packed variants, varlen,
@@ -50,8 +51,18 @@ def install(replace=False):
     package.flash_attn_interface = sys.modules[__name__]
     for name in __all__[1:]:
         setattr(package, name, globals()[name])
+    # The helper modules FlashAttention's users import beside the interface (Hugging Face transformers
+    # takes pad_input / unpad_input from flash_attn.bert_padding, FA's tests apply_rotary_emb too).
+    from attnkit import flash_attn_padding, flash_attn_rotary
+    layers = types.ModuleType("flash_attn.layers", "FlashAttention's layers, served by attnkit")
+    layers.__path__ = []
+    layers.rotary = flash_attn_rotary
+    package.bert_padding, package.layers = flash_attn_padding, layers
     sys.modules["flash_attn"] = package
     sys.modules["flash_attn.flash_attn_interface"] = sys.modules[__name__]
+    sys.modules["flash_attn.bert_padding"] = flash_attn_padding
+    sys.modules["flash_attn.layers"] = layers
+    sys.modules["flash_attn.layers.rotary"] = flash_attn_rotary
     return package
 
 
@@ -177,6 +188,57 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     return _varlen("flash_attn_varlen_kvpacked_func", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                    max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                    return_attn_probs)
+
+
+# FlashAttention 2.7's private forwards, which libraries built on its internals call (ring-flash-attn
+# among them): (out, softmax_lse, S_dmask, rng_state), no autograd graph. S_dmask is None (dropout is
+# refused, AK1011) and rng_state a zero (2,) int64 tensor: there is no random state to replay.
+def _private_results(out_lse, device):
+    out, lse = out_lse
+    return out, lse, None, torch.zeros(2, dtype=torch.int64, device=device)
+
+
+def _flash_attn_forward(q, k, v, dropout_p, softmax_scale, causal, window_size_left=-1, window_size_right=-1,
+                        softcap=0.0, alibi_slopes=None, return_softmax=False):
+    """flash_attn_func's forward: q (batch, seqlen_q, heads, dim) -> out, softmax_lse (batch, heads,
+    seqlen_q), None, rng_state."""
+    _inference_only("_flash_attn_forward", dropout_p, alibi_slopes)
+    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+    out_lse = attnkit.attention(q, k, v, return_lse=True, causal=causal,
+                                window_size=(window_size_left, window_size_right), softcap=softcap,
+                                softmax_scale=softmax_scale)
+    return _private_results(out_lse, q.device)
+
+
+def _flash_attn_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                               softmax_scale, causal, window_size_left=-1, window_size_right=-1, softcap=0.0,
+                               alibi_slopes=None, return_softmax=False, block_table=None, leftpad_k=None,
+                               seqused_k=None, zero_tensors=False):
+    """flash_attn_varlen_func's forward: q (total_q, heads, dim) -> out, softmax_lse (heads, total_q), None,
+    rng_state. block_table reads k / v as a paged cache; leftpad_k and seqused_k are refused (AK1011)."""
+    function = "_flash_attn_varlen_forward"
+    _inference_only(function, dropout_p, alibi_slopes)
+    for name, value in (("leftpad_k", leftpad_k), ("seqused_k", seqused_k)):
+        if value is not None:
+            raise _refuse(function, name, "pass the key lengths through cu_seqlens_k")
+    options = dict(causal=causal, window_size=(window_size_left, window_size_right), softcap=softcap,
+                   softmax_scale=softmax_scale)
+    if block_table is not None:
+        return _private_results(_varlen_paged(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table,
+                                              options), q.device)
+    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+    out_lse = attnkit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                       return_lse=True, **options)
+    return _private_results(out_lse, q.device)
+
+
+def _get_block_size_n(device, head_dim, is_dropout, is_causal):
+    """The key-block width FlashAttention's tests decode its dropout pattern S_dmask with. attnkit never
+    returns S_dmask (dropout is refused), so any positive width serves: 64 for every head dim up to 256
+    (a larger one is refused, AK1011)."""
+    if not isinstance(head_dim, int) or not 1 <= head_dim <= 256:
+        raise _refuse("_get_block_size_n", f"head_dim={attnkit._shown(head_dim)}", "head dims are 1 to 256")
+    return 64
 
 
 class _ForwardOnly(torch.autograd.Function):
