@@ -213,19 +213,21 @@ def _flash_attn_forward(q, k, v, dropout_p, softmax_scale, causal, window_size_l
 def _flash_attn_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                                softmax_scale, causal, window_size_left=-1, window_size_right=-1, softcap=0.0,
                                alibi_slopes=None, return_softmax=False, block_table=None, leftpad_k=None,
-                               seqused_k=None, zero_tensors=False):
+                               seqused_k=None, zero_tensors=False, num_splits=0):
     """flash_attn_varlen_func's forward: q (total_q, heads, dim) -> out, softmax_lse (heads, total_q), None,
-    rng_state. block_table reads k / v as a paged cache; leftpad_k and seqused_k are refused (AK1011)."""
+    rng_state. block_table reads k / v as a paged cache, where seqused_k (batch,) may give each sequence's
+    key count; seqused_k without pages and leftpad_k are refused (AK1011). num_splits has no effect."""
     function = "_flash_attn_varlen_forward"
     _inference_only(function, dropout_p, alibi_slopes)
-    for name, value in (("leftpad_k", leftpad_k), ("seqused_k", seqused_k)):
-        if value is not None:
-            raise _refuse(function, name, "pass the key lengths through cu_seqlens_k")
+    if leftpad_k is not None:
+        raise _refuse(function, "leftpad_k", "pass the key lengths through cu_seqlens_k")
+    if seqused_k is not None and block_table is None:
+        raise _refuse(function, "seqused_k without block_table", "pass the key lengths through cu_seqlens_k")
     options = dict(causal=causal, window_size=(window_size_left, window_size_right), softcap=softcap,
                    softmax_scale=softmax_scale)
     if block_table is not None:
         return _private_results(_varlen_paged(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table,
-                                              options), q.device)
+                                              options, seqused_k), q.device)
     q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
     out_lse = attnkit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                        return_lse=True, **options)
@@ -259,9 +261,11 @@ class _ForwardOnly(torch.autograd.Function):
                       "without block_table)")
 
 
-def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options):
+def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options,
+                  seqused_k=None):
     """Packed queries over a paged cache (FlashAttention's varlen call with a block_table): sequence b's
-    keys are the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens of the pages block_table[b]. Runs as
+    keys are the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens (seqused_k[b] when given) of the pages
+    block_table[b]. Runs as
     attention_with_kvcache on the queries padded to (batch, max_seqlen_q): each sequence's rows go last in
     its padded block, so that bottom-right causal and window masks align them with its last key; the
     padding rows are computed and dropped. Index arithmetic on the device, no synchronisation."""
@@ -276,6 +280,10 @@ def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     cu_k = _index_tensor(cu_seqlens_k, "cu_seqlens_k", batch + 1, device)
     max_q = attnkit._integer(max_seqlen_q, "max_seqlen_q")
     lens_q, lens_k = cu_q[1:] - cu_q[:-1], cu_k[1:] - cu_k[:-1]
+    if seqused_k is not None:
+        lens_k = _index_tensor(seqused_k, "seqused_k", batch, device)
+        if device.type == "cpu" and bool((lens_k < 0).any()):
+            raise attnkit._error("AK1108", name="seqused_k", reason=f"{lens_k.tolist()} has a negative length")
     if device.type == "cpu":  # host offsets: checked before they index anything
         for name, cu, lens, bound in (("cu_seqlens_q", cu_q, lens_q, total), ("cu_seqlens_k", cu_k, lens_k, None)):
             if int(cu[0]) != 0 or bool((lens < 0).any()) or (bound is not None and int(cu[-1]) > bound):

@@ -171,6 +171,8 @@ def test_private_varlen_forward_is_flash_attn_varlen_func():
     assert torch.equal(out, want_out) and torch.equal(lse, want_lse) and lse.shape == (2, 12)
     expect_refused("AK1011", fai._flash_attn_varlen_forward, q, k, v, cu, cu, 7, 7, 0.0, None, True,
                    leftpad_k=torch.zeros(3, dtype=torch.int32))
+    expect_refused("AK1011", fai._flash_attn_varlen_forward, q, k, v, cu, cu, 7, 7, 0.0, None, True,
+                   seqused_k=torch.tensor([5, 0, 7], dtype=torch.int32))  # seqused_k needs pages
     assert fai._get_block_size_n(q.device, 128, False, True) == 64
     expect_refused("AK1011", fai._get_block_size_n, q.device, 512, False, True)
 
@@ -196,3 +198,21 @@ def test_install_serves_what_flash_attn_users_import(no_flash_attn_modules):
     assert _flash_attn_forward is fai._flash_attn_forward
     import flash_attn
     assert flash_attn.bert_padding is padding and flash_attn.layers.rotary is rotary
+
+
+def test_private_varlen_forward_over_pages_reads_seqused_k_keys():
+    pages = randn(6, 4, 2, 16, seed=16), randn(6, 4, 2, 16, seed=17)
+    block_table = torch.tensor([[3, 1, 5], [0, 2, 4]], dtype=torch.int32)
+    q = randn(2, 4, 16, seed=18)  # one decode query per sequence
+    cu_q = torch.tensor([0, 1, 2], dtype=torch.int32)
+    used = torch.tensor([9, 5], dtype=torch.int32)
+    cu_full = torch.tensor([0, 12, 24], dtype=torch.int32)  # whole caches: seqused_k shortens them
+    out, lse, _, _ = fai._flash_attn_varlen_forward(q, *pages, cu_q, cu_full, 1, 12, 0.0, None, False,
+                                                    block_table=block_table, seqused_k=used, num_splits=3)
+    cu_used = torch.tensor([0, 9, 14], dtype=torch.int32)
+    want_out, want_lse, _ = fai.flash_attn_varlen_func(q, *pages, cu_q, cu_used, 1, 9, block_table=block_table,
+                                                       return_attn_probs=True)
+    assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
+    whole, _, _, _ = fai._flash_attn_varlen_forward(q, *pages, cu_q, cu_full, 1, 12, 0.0, None, False,
+                                                    block_table=block_table)
+    assert not torch.equal(whole, out)  # the unused keys were not attended
