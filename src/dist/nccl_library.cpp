@@ -20,11 +20,11 @@ struct Loaded {
   std::string problem;  // empty: loaded
 };
 
+// One entry point into `slot`; the first missing one names the problem.
 template <class F>
-bool bind(void* library, const char* symbol, F& slot, std::string& problem) {
+void bind(void* library, const char* symbol, F& slot, std::string& problem) {
   slot = reinterpret_cast<F>(dlsym(library, symbol));
   if (slot == nullptr && problem.empty()) problem = std::string("it has no ") + symbol;
-  return slot != nullptr;
 }
 
 Loaded load() {
@@ -40,20 +40,10 @@ Loaded load() {
     out.problem = "NCCL could not be loaded (" + tried + ")";
     return out;
   }
-  NcclApi& a = out.api;
   std::string problem;
-  bind(library, "ncclGetErrorString", a.get_error_string, problem);
-  bind(library, "ncclGetUniqueId", a.get_unique_id, problem);
-  bind(library, "ncclCommInitRank", a.comm_init_rank, problem);
-  bind(library, "ncclCommSplit", a.comm_split, problem);
-  bind(library, "ncclCommDestroy", a.comm_destroy, problem);
-  bind(library, "ncclCommUserRank", a.comm_user_rank, problem);
-  bind(library, "ncclCommCount", a.comm_count, problem);
-  bind(library, "ncclAllGather", a.all_gather, problem);
-  bind(library, "ncclSend", a.send, problem);
-  bind(library, "ncclRecv", a.recv, problem);
-  bind(library, "ncclGroupStart", a.group_start, problem);
-  bind(library, "ncclGroupEnd", a.group_end, problem);
+#define ATTNKIT_NCCL_BIND(member, symbol) bind(library, #symbol, out.api.member, problem);
+  ATTNKIT_NCCL_ENTRY_POINTS(ATTNKIT_NCCL_BIND)
+#undef ATTNKIT_NCCL_BIND
   if (!problem.empty()) out.problem = "the loaded NCCL is too old: " + problem + " (attnkit needs NCCL 2.18 or newer)";
   return out;
 }

@@ -11,20 +11,18 @@
 
 namespace attnkit::dist {
 
-// The NCCL entry points the communicator calls.
+// The NCCL entry points the communicator calls, as (member, symbol): the one
+// list both the struct and the loader read.
+#define ATTNKIT_NCCL_ENTRY_POINTS(X)                                                                   \
+  X(get_error_string, ncclGetErrorString) X(get_unique_id, ncclGetUniqueId)                            \
+  X(comm_init_rank, ncclCommInitRank) X(comm_split, ncclCommSplit) X(comm_destroy, ncclCommDestroy)    \
+  X(comm_user_rank, ncclCommUserRank) X(comm_count, ncclCommCount) X(all_gather, ncclAllGather)        \
+  X(send, ncclSend) X(recv, ncclRecv) X(group_start, ncclGroupStart) X(group_end, ncclGroupEnd)
+
 struct NcclApi {
-  decltype(&ncclGetErrorString) get_error_string = nullptr;
-  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
-  decltype(&ncclCommInitRank) comm_init_rank = nullptr;
-  decltype(&ncclCommSplit) comm_split = nullptr;
-  decltype(&ncclCommDestroy) comm_destroy = nullptr;
-  decltype(&ncclCommUserRank) comm_user_rank = nullptr;
-  decltype(&ncclCommCount) comm_count = nullptr;
-  decltype(&ncclAllGather) all_gather = nullptr;
-  decltype(&ncclSend) send = nullptr;
-  decltype(&ncclRecv) recv = nullptr;
-  decltype(&ncclGroupStart) group_start = nullptr;
-  decltype(&ncclGroupEnd) group_end = nullptr;
+#define ATTNKIT_NCCL_MEMBER(member, symbol) decltype(&symbol) member = nullptr;
+  ATTNKIT_NCCL_ENTRY_POINTS(ATTNKIT_NCCL_MEMBER)
+#undef ATTNKIT_NCCL_MEMBER
 };
 
 // The process's NCCL (one already loaded, else libnccl.so.2 from the library
