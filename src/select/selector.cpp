@@ -81,11 +81,12 @@ Diagnostics evaluate(const Context& ctx, const std::string& canonical, std::stri
   const Backend* backend = ctx.registry.find(canonical);
   if (backend == nullptr) return unknown_backend(written, ctx.registry);
   const Diagnostics rules = model_rules(ctx, *backend, written, c, r, p);
-  Diagnostics why = backend->check(p, ctx.platform);
+  // check_configured() is check() first (its refusals alone when it refuses).
   // A sparse backend on a layer it runs dense (cross-attention, too short)
   // plans nothing there: its config's geometry does not apply.
-  if (why.ok() && rules.ok() && sparse_runs_dense(*backend, r, p).empty())
-    why = backend->check_configured(p, ctx.platform, ctx.backend_config);
+  const bool configured = rules.ok() && sparse_runs_dense(*backend, r, p).empty();
+  Diagnostics why = configured ? backend->check_configured(p, ctx.platform, ctx.backend_config)
+                               : backend->check(p, ctx.platform);
   why.append(rules);
   return why;
 }

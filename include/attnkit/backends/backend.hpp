@@ -104,8 +104,10 @@ class Backend {
   // check() under a deployment's config: also what plan_configured() would
   // refuse for this config (a sparse backend's tile geometry or mask strategy),
   // found without planning, allocating or touching a GPU, so that `check`
-  // fails a deployment at start-up that its plans would fail later. The
-  // selection has validated the config's keys; a required key may be missing.
+  // fails a deployment at start-up that its plans would fail later. check()
+  // comes first: when it refuses, its reasons alone (the selection calls one
+  // or the other, not both). The selection has validated the config's keys;
+  // a required key may be missing.
   virtual Diagnostics check_configured(const Problem& p, const Platform& platform,
                                        const select::BackendConfig& config) const {
     (void)config;
