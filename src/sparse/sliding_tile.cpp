@@ -147,8 +147,10 @@ std::string not_whole_tiles(const VideoTiling& v, const std::string& tiles) {
          ")";
 }
 
-}  // namespace
-
+// The tile geometry of a call under the config's tile_size and window_border:
+// refuses a problem without a video grid (AK2115), a grid that is not whole
+// tiles, tiles that are not a multiple of 16 tokens, or a call that is not
+// self-attention over one sequence (AK2116, naming tile sizes that fit).
 Result<TileGeometry> sliding_tile_geometry(const Problem& p, const select::BackendConfig& config) {
   if (!p.video) return Diagnostics(diagnose("AK2115", {{"backend", "sliding_tile_attn"}}));
   const std::vector<std::int64_t> tile = select::config_int_list(config, "tile_size").value_or(std::vector<std::int64_t>{6, 8, 8});
@@ -170,6 +172,8 @@ Result<TileGeometry> sliding_tile_geometry(const Problem& p, const select::Backe
                                                                                        : WindowBorder::shift;
   return g;
 }
+
+}  // namespace
 
 Result<SlidingTileSchedule> SlidingTileSchedule::prepare(const Problem& p, const select::BackendConfig& config) {
   auto geometry = sliding_tile_geometry(p, config);
@@ -205,8 +209,10 @@ std::set<std::pair<int, int>> SlidingTileSchedule::sparse_step_layers() const {
   return out;
 }
 
-Diagnostics SlidingTileSchedule::check(const Problem& p, const select::BackendConfig& config) {
-  return prepare(p, config).diagnostics();
+Result<TileGeometry> SlidingTileSchedule::check(const Problem& p, const select::BackendConfig& config) {
+  auto prepared = prepare(p, config);
+  if (!prepared) return prepared.diagnostics();
+  return prepared->geometry_;
 }
 
 Result<SlidingTileSchedule> SlidingTileSchedule::create(const Problem& p, const select::BackendConfig& config) {

@@ -80,12 +80,6 @@ struct MaskStrategy {
 Result<MaskStrategy> parse_mask_strategy(std::string_view json, const std::string& path);  // AK3108
 Result<MaskStrategy> load_mask_strategy(const std::string& path);                          // AK3105, AK3108
 
-// The tile geometry of a call under the config's tile_size and window_border:
-// refuses a problem without a video grid (AK2115), a grid that is not whole
-// tiles, tiles that are not a multiple of 16 tokens, or a call that is not
-// self-attention over one sequence (AK2116, naming tile sizes that fit).
-Result<TileGeometry> sliding_tile_geometry(const Problem& p, const select::BackendConfig& config);
-
 // Everything a sliding-tile plan decides before any call, shared by the CPU
 // and CUDA paths: the geometry, the mask strategy, and the lists of every
 // (step, layer) the strategy names (identical window sets share one list set).
@@ -99,8 +93,8 @@ class SlidingTileSchedule {
   // What create() refuses, found without building any list (the selection's
   // check at start-up): all of the above but the config's own keys, which the
   // selection validates itself; the strategy file is read when the config
-  // names one.
-  static Diagnostics check(const Problem& p, const select::BackendConfig& config);
+  // names one. The geometry create() would plan when it accepts.
+  static Result<TileGeometry> check(const Problem& p, const select::BackendConfig& config);
 
   // What the call at `where` runs: dense (a step before skip_time_steps), or
   // the lists of its step and layer. Refused without a step and layer

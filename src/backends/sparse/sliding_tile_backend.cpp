@@ -60,10 +60,10 @@ class SlidingTileBackend final : public SparseVideoBackend {
   // CUDA the kernels for its tile blocks.
   Diagnostics call_refusals(const Problem& p, const Platform& platform,
                             const select::BackendConfig& config) const override {
-    Diagnostics why = SlidingTileSchedule::check(p, config);
-    if (!why.ok() || platform.kind != PlatformKind::cuda) return why;
-    return CudaSparseRunner::check_kernels(p, platform, layouts_of(*sliding_tile_geometry(p, config), p),
-                                           /*tiled=*/true);
+    auto geometry = SlidingTileSchedule::check(p, config);
+    if (!geometry) return geometry.diagnostics();
+    if (platform.kind != PlatformKind::cuda) return {};
+    return CudaSparseRunner::check_kernels(p, platform, layouts_of(*geometry, p), /*tiled=*/true);
   }
   Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                          const select::BackendConfig& config) const override {
