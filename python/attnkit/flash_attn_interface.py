@@ -146,11 +146,11 @@ def _unpack(packed, parts, name, rank):
 
 
 def _varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
-            causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table=None):
+            causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table=None, seqused_k=None):
     _inference_only(function, dropout_p, alibi_slopes)
     options = dict(causal=causal, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale)
     if block_table is not None:  # forward only, as in FlashAttention: a backward through it is refused
-        paged = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options)
+        paged = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options, seqused_k)
         if _needs_grad(q, k, v):
             return _results(_ForwardOnly.apply(function, _varlen_paged, paged, q, k, v), return_attn_probs)
         return _results(_varlen_paged(q, k, v, *paged), return_attn_probs)
@@ -191,10 +191,10 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
 
 
 # FlashAttention 2.7's private forwards, which libraries built on its internals call (ring-flash-attn
-# among them): (out, softmax_lse, S_dmask, rng_state), no autograd graph. S_dmask is None (dropout is
-# refused, AK1011) and rng_state a zero (2,) int64 tensor: there is no random state to replay.
-def _private_results(out_lse, device):
-    out, lse = out_lse
+# among them): the public calls' forwards returning (out, softmax_lse, S_dmask, rng_state) and recording no
+# autograd graph, as FA's custom ops. S_dmask is None (dropout is refused, AK1011) and rng_state a zero
+# (2,) int64 tensor: there is no random state to replay.
+def _private_results(out, lse, device):
     return out, lse, None, torch.zeros(2, dtype=torch.int64, device=device)
 
 
@@ -202,12 +202,10 @@ def _flash_attn_forward(q, k, v, dropout_p, softmax_scale, causal, window_size_l
                         softcap=0.0, alibi_slopes=None, return_softmax=False):
     """flash_attn_func's forward: q (batch, seqlen_q, heads, dim) -> out, softmax_lse (batch, heads,
     seqlen_q), None, rng_state."""
-    _inference_only("_flash_attn_forward", dropout_p, alibi_slopes)
-    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
-    out_lse = attnkit.attention(q, k, v, return_lse=True, causal=causal,
-                                window_size=(window_size_left, window_size_right), softcap=softcap,
-                                softmax_scale=softmax_scale)
-    return _private_results(out_lse, q.device)
+    with torch.no_grad():
+        out, lse, _ = _dense("_flash_attn_forward", q, k, v, dropout_p, softmax_scale, causal,
+                             (window_size_left, window_size_right), softcap, alibi_slopes, True)
+    return _private_results(out, lse, q.device)
 
 
 def _flash_attn_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
@@ -218,20 +216,15 @@ def _flash_attn_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q
     rng_state. block_table reads k / v as a paged cache, where seqused_k (batch,) may give each sequence's
     key count; seqused_k without pages and leftpad_k are refused (AK1011). num_splits has no effect."""
     function = "_flash_attn_varlen_forward"
-    _inference_only(function, dropout_p, alibi_slopes)
     if leftpad_k is not None:
         raise _refuse(function, "leftpad_k", "pass the key lengths through cu_seqlens_k")
     if seqused_k is not None and block_table is None:
         raise _refuse(function, "seqused_k without block_table", "pass the key lengths through cu_seqlens_k")
-    options = dict(causal=causal, window_size=(window_size_left, window_size_right), softcap=softcap,
-                   softmax_scale=softmax_scale)
-    if block_table is not None:
-        return _private_results(_varlen_paged(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table,
-                                              options, seqused_k), q.device)
-    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
-    out_lse = attnkit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                       return_lse=True, **options)
-    return _private_results(out_lse, q.device)
+    with torch.no_grad():
+        out, lse, _ = _varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                              softmax_scale, causal, (window_size_left, window_size_right), softcap, alibi_slopes,
+                              True, block_table, seqused_k)
+    return _private_results(out, lse, q.device)
 
 
 def _get_block_size_n(device, head_dim, is_dropout, is_causal):
