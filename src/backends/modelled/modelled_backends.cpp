@@ -86,6 +86,19 @@ Capabilities cuda_caps(int min_sm, int max_sm, DTypeSet dtypes, std::vector<int>
   return c;
 }
 
+// Starting point for a backend of platforms without an sm range (ROCm, XPU,
+// MUSA, MPS, NPU, the CPU): the dense masks, every layout, a paged KV cache.
+Capabilities platform_caps(EnumSet<PK> platforms, DTypeSet dtypes, std::vector<int> dims) {
+  Capabilities c;
+  c.platforms = platforms;
+  c.dtypes = dtypes;
+  c.head_dims = std::move(dims);
+  c.masks = kDenseMasks;
+  c.layouts = kAllLayouts;
+  c.paged_kv = true;
+  return c;
+}
+
 // A sparse DiT backend: dense problems in, its own sparsity pattern inside.
 // Its kernels return no LSE, so it cannot take part in ring attention.
 Capabilities sparse_caps(std::vector<int> dims) {
@@ -98,7 +111,6 @@ Capabilities sparse_caps(std::vector<int> dims) {
   c.distinct_v_head_dim = false;
   return c;
 }
-
 
 // A backend whose kernel reads a layout of its own from the checkpoint (an MLA
 // latent cache, a sparse indexer, compressed KV): LLM-side, paged, causal.
@@ -209,41 +221,20 @@ std::vector<Row> modelled_table() {
                   })});
   // ---- other platforms (modelled for validation)
   rows.push_back({"aiter", "AMD AITER attention (ROCm; LLM default)",
-                  with(Capabilities{}, [&](Capabilities& c) {
-                    c.platforms = {PK::rocm};
-                    c.dtypes = kHalf;
+                  with(platform_caps({PK::rocm}, kHalf, {64, 128, 256}), [](Capabilities& c) {
                     c.kv_dtypes = {DType::f16, DType::bf16, DType::f8e4m3};
-                    c.head_dims = {64, 128, 256};
-                    c.masks = kDenseMasks;
-                    c.layouts = kAllLayouts;
-                    c.paged_kv = true;
                   })});
   rows.push_back({"fa", "flash attention on ROCm (CK), MUSA and NPU (ring-capable)",
-                  with(Capabilities{}, [&](Capabilities& c) {
-                    c.platforms = {PK::rocm, PK::musa, PK::npu};
-                    c.dtypes = kHalf;
-                    c.head_dims = flash_dims;
-                    c.masks = kDenseMasks;
-                    c.layouts = kAllLayouts;
-                    c.paged_kv = true;
-                  })});
+                  platform_caps({PK::rocm, PK::musa, PK::npu}, kHalf, flash_dims)});
   rows.push_back({"xpu_flash", "Intel XPU flash attention",
-                  with(Capabilities{}, [](Capabilities& c) {
-                    c.platforms = {PK::xpu};
-                    c.dtypes = kHalf;
-                    c.head_dims = {64, 96, 128, 192, 256};
-                    c.masks = kDenseMasks;
-                    c.layouts = kAllLayouts;
-                  })});
+                  with(platform_caps({PK::xpu}, kHalf, {64, 96, 128, 192, 256}),
+                       [](Capabilities& c) { c.paged_kv = false; })});
   rows.push_back({"sdpa", "the platform's scaled-dot-product attention (ROCm, XPU, MUSA, MPS, NPU)",
-                  with(Capabilities{}, [](Capabilities& c) {
-                    c.platforms = {PK::rocm, PK::xpu, PK::musa, PK::mps, PK::npu};
-                    c.dtypes = kHalfF32;
-                    c.masks = kAllMasks;
-                    c.layouts = kAllLayouts;
-                    c.paged_kv = true;
-                    c.lse = false;  // F.scaled_dot_product_attention returns no LSE
-                  })});
+                  with(platform_caps({PK::rocm, PK::xpu, PK::musa, PK::mps, PK::npu}, kHalfF32, {}),
+                       [](Capabilities& c) {
+                         c.masks = kAllMasks;
+                         c.lse = false;  // F.scaled_dot_product_attention returns no LSE
+                       })});
   // ---- engine backends (SGLang names), modelled so that `check` can say
   // where each runs. None is ever picked by auto: they run only when named.
   auto engine = [&](const char* name, const char* description, Capabilities c, ExtraCheck extra = nullptr) {
@@ -302,39 +293,14 @@ std::vector<Row> modelled_table() {
            c.paged_kv = true;
            c.requires_weights = {"minicpm_sparse"};
          }));
-  engine("wave", "AMD Wave attention kernels (ROCm)", with(Capabilities{}, [&](Capabilities& c) {
-           c.platforms = {PK::rocm};
-           c.dtypes = kHalf;
-           c.head_dims = {64, 128};
-           c.masks = {MK::none, MK::causal};
-           c.layouts = kAllLayouts;
-           c.paged_kv = true;
-         }));
+  engine("wave", "AMD Wave attention kernels (ROCm)",
+         with(platform_caps({PK::rocm}, kHalf, {64, 128}), [](Capabilities& c) { c.masks = {MK::none, MK::causal}; }));
   engine("intel_amx", "Intel AMX CPU attention (sgl-kernel; SGLang falls back to torch_native without AMX)",
-         with(Capabilities{}, [&](Capabilities& c) {
-           c.platforms = {PK::cpu};
-           c.dtypes = kHalfF32;
-           c.masks = kDenseMasks;
-           c.layouts = kAllLayouts;
-           c.paged_kv = true;
-         }));
+         platform_caps({PK::cpu}, kHalfF32, {}));
   engine("ascend", "Huawei Ascend NPU attention (torch_npu fused kernels, paged KV, MLA)",
-         with(Capabilities{}, [&](Capabilities& c) {
-           c.platforms = {PK::npu};
-           c.dtypes = kHalf;
-           c.masks = kAllMasks;
-           c.layouts = kAllLayouts;
-           c.paged_kv = true;
-         }));
+         with(platform_caps({PK::npu}, kHalf, {}), [](Capabilities& c) { c.masks = kAllMasks; }));
   engine("intel_xpu", "Intel XPU LLM attention (sgl-kernel flash attention, paged KV)",
-         with(Capabilities{}, [&](Capabilities& c) {
-           c.platforms = {PK::xpu};
-           c.dtypes = kHalf;
-           c.head_dims = flash_dims;
-           c.masks = kDenseMasks;
-           c.layouts = kAllLayouts;
-           c.paged_kv = true;
-         }));
+         platform_caps({PK::xpu}, kHalf, flash_dims));
   // Diffusion side (AttentionBackendEnum, lower-cased)
   engine("dynamic_cudnn_sdpa", "per call cuDNN SDPA (dense non-causal, no LSE asked) or flash attention",
          cuda_caps(80, 0, kHalf, flash_dims));
@@ -349,15 +315,12 @@ std::vector<Row> modelled_table() {
          sparse_caps({64, 128}));
   engine("vmoba_attn", "V-MoBA: mixture of block attention for video DiTs", sparse_caps({64, 128}));
   engine("cube_sparse_attn", "cube sparse attention for video DiTs", sparse_caps({64, 128}));
-  engine("aiter_sage", "SageAttention on AMD AITER (ROCm)", with(Capabilities{}, [&](Capabilities& c) {
-           c.platforms = {PK::rocm};
-           c.dtypes = kHalf;
-           c.head_dims = {64, 128};
+  engine("aiter_sage", "SageAttention on AMD AITER (ROCm)",
+         with(platform_caps({PK::rocm}, kHalf, {64, 128}), [](Capabilities& c) {
            c.masks = {MK::none, MK::causal};
            c.layouts = kPadded;
-           c.softcap = c.sinks = false;
-           c.lse = false;
-           c.distinct_v_head_dim = false;
+           c.paged_kv = false;
+           c.softcap = c.sinks = c.lse = c.distinct_v_head_dim = false;
          }));
   engine("sla_attn", "Sparse-Linear Attention (sparse softmax + a trained linear branch; SLA-finetuned checkpoints)",
          with(sparse_caps({64, 128}), [](Capabilities& c) { c.requires_weights = {"sla_linear"}; }));
