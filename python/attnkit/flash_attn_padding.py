@@ -7,7 +7,8 @@ module as flash_attn.bert_padding, where Hugging Face transformers' flash-attent
     padded = pad_input(out, indices, batch, seqlen)                          # zeros at the masked rows
 
 Everything is differentiable torch indexing; the arguments are checked before any indexing (AK1102 /
-AK1103 / AK1104 for a wrong rank, shape or dtype).
+AK1103 / AK1104 for a wrong rank, shape or dtype, AK1108 for indices outside their rows, AK1014 for a
+size that is not a non-negative integer).
 """
 import torch
 import torch.nn.functional as F
@@ -17,11 +18,24 @@ import attnkit
 __all__ = ["index_first_axis", "index_put_first_axis", "unpad_input", "pad_input"]
 
 
-def _indices(indices, name="indices"):
+def _count(value, name):
+    number = attnkit._integer(value, name)
+    if number < 0:
+        raise attnkit._error("AK1014", name=name, expected="a non-negative integer", value=number,
+                             type=type(value).__name__)
+    return number
+
+
+def _indices(indices, rows, name="indices"):
+    """`indices` as int64 rows of a first axis of `rows`: each in [0, rows), checked before any indexing
+    (on a GPU this reads their range back, as unpad_input's max_seqlen does)."""
     attnkit._shape(indices, 1, name, "(rows,) integer indices")
     if indices.dtype not in (torch.int32, torch.int64):
         raise attnkit._error("AK1104", name=name, dtype=str(indices.dtype).replace("torch.", ""),
                              expected="int32 or int64")
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= rows):
+        raise attnkit._error("AK1108", name=name,
+                             reason=f"indices from {int(indices.min())} to {int(indices.max())} leave the {rows} rows")
     return indices.long()
 
 
@@ -30,16 +44,17 @@ def index_first_axis(x, indices):
     if not isinstance(x, torch.Tensor) or x.dim() < 1:
         raise attnkit._error("AK1102", name="x", rank=getattr(x, "ndim", 0), expected=">= 1",
                              layout="(rows, ...)")
-    return x[_indices(indices)]
+    return x[_indices(indices, int(x.shape[0]))]
 
 
 def index_put_first_axis(values, indices, first_axis_dim):
     """A zero tensor of first_axis_dim rows (the rest of values' shape) with values' rows at `indices`."""
-    indices = _indices(indices)
+    rows = _count(first_axis_dim, "first_axis_dim")
+    indices = _indices(indices, rows)
     if not isinstance(values, torch.Tensor) or values.dim() < 1 or values.shape[0] != indices.shape[0]:
         raise attnkit._error("AK1103", name="values", shape=list(getattr(values, "shape", [])),
                              expected=f"({indices.shape[0]}, ...): one row per index")
-    out = torch.zeros(int(first_axis_dim), *values.shape[1:], device=values.device, dtype=values.dtype)
+    out = torch.zeros(rows, *values.shape[1:], device=values.device, dtype=values.dtype)
     return out.index_put((indices,), values)  # out of place, so gradients reach `values`
 
 
@@ -72,5 +87,6 @@ def unpad_input(hidden_states, attention_mask, unused_mask=None):
 
 def pad_input(hidden_states, indices, batch, seqlen):
     """The inverse of unpad_input: rows (n, ...) at `indices` -> (batch, seqlen, ...), zeros elsewhere."""
-    out = index_put_first_axis(hidden_states, indices, int(batch) * int(seqlen))
-    return out.reshape(int(batch), int(seqlen), *hidden_states.shape[1:])
+    batch, seqlen = _count(batch, "batch"), _count(seqlen, "seqlen")
+    out = index_put_first_axis(hidden_states, indices, batch * seqlen)
+    return out.reshape(batch, seqlen, *hidden_states.shape[1:])

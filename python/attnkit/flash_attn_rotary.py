@@ -36,7 +36,7 @@ def _offsets(seqlen_offsets, batch, device):
             raise attnkit._error("AK1103", name="seqlen_offsets", shape=list(seqlen_offsets.shape),
                                  expected=f"({batch},) int32 / int64, or an int")
         return seqlen_offsets.to(device=device, dtype=torch.int64).reshape(batch, 1)
-    return torch.full((batch, 1), int(seqlen_offsets), dtype=torch.int64, device=device)
+    return torch.full((batch, 1), attnkit._integer(seqlen_offsets, "seqlen_offsets"), dtype=torch.int64, device=device)
 
 
 def apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None,

@@ -67,6 +67,13 @@ def test_padding_refusals():
     expect_refused("AK1102", padding.unpad_input, randn(4), torch.ones(2, 2))
     expect_refused("AK1104", padding.index_first_axis, x, torch.tensor([0.0, 1.0]))
     expect_refused("AK1103", padding.pad_input, randn(3, 3), torch.tensor([0, 1]), 2, 4)
+    # Indices outside their rows, sizes that are not non-negative integers: refused before any indexing.
+    expect_refused("AK1108", padding.index_first_axis, x.reshape(8, 3), torch.tensor([0, 8]))
+    expect_refused("AK1108", padding.index_first_axis, x.reshape(8, 3), torch.tensor([-1]))
+    expect_refused("AK1108", padding.pad_input, randn(2, 3), torch.tensor([0, 8]), 2, 4)
+    expect_refused("AK1014", padding.pad_input, randn(2, 3), torch.tensor([0, 1]), -2, 4)
+    expect_refused("AK1014", padding.pad_input, randn(2, 3), torch.tensor([0, 1]), 2.5, 4)
+    expect_refused("AK1014", padding.index_put_first_axis, randn(2, 3), torch.tensor([0, 1]), "8")
 
 
 # ---- rotary
@@ -149,6 +156,8 @@ def test_rotary_refusals():
     expect_refused("AK1102", rotary.apply_rotary_emb, x[0], cos, sin)  # 3-d without cu_seqlens
     expect_refused("AK1108", rotary.apply_rotary_emb, x[0], cos, sin, cu_seqlens=torch.tensor([0, 3]))
     expect_refused("AK1103", rotary.apply_rotary_emb, x, cos, sin, seqlen_offsets=torch.tensor([1, 2]))
+    expect_refused("AK1014", rotary.apply_rotary_emb, x, cos, sin, seqlen_offsets="3")
+    expect_refused("AK1014", rotary.apply_rotary_emb, x, cos, sin, seqlen_offsets=1.5)
 
 
 # ---- FlashAttention 2.7's private forwards
