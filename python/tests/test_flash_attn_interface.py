@@ -124,7 +124,8 @@ def test_varlen_over_a_paged_cache(device, dtype, causal, window):
             continue
         keys = torch.cat([k_pages[i] for i in table[b].tolist()])[:lengths_k[b]]
         values = torch.cat([v_pages[i] for i in table[b].tolist()])[:lengths_k[b]]
-        want, want_lse = attention_ref(q[None, a:e], keys[None], values[None], causal=causal, window=window)
+        want, want_lse = attention_ref(*(x[None].float() for x in (q[a:e], keys, values)), causal=causal,
+                                       window=window)
         assert rel(out[a:e], want[0]) < BOUND[dtype], b
         finite = np.isfinite(want_lse[0])
         assert rel(host(lse[:, a:e]).numpy()[finite], want_lse[0][finite]) < BOUND[dtype], b

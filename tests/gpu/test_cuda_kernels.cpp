@@ -128,8 +128,7 @@ TEST_P(CudaKernels, MatchesReference) {
   auto data = HostProblemData::create(param.c.problem, param.c.data);
   ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
   const Problem& p = data->problem();
-  if (p.paged_kv && !backend->capabilities().paged_kv)
-    GTEST_SKIP() << param.backend << " does not declare paged KV caches yet (cuda_backends.cpp kFa3PagedVerified)";
+  ASSERT_TRUE(!p.paged_kv || backend->capabilities().paged_kv) << param.backend << " declares no paged KV caches";
   const Diagnostics refused = backend->check(p, *tp.platform);
   ASSERT_TRUE(refused.empty()) << "every case here is meant to run on " << param.backend << ": " << refused.summary();
 
@@ -173,7 +172,6 @@ std::vector<GpuParam> paged_params() {
     for (const ParityCase& k : c) out.push_back({b, k});
   return out;
 }
-// (fa3's cases skip, saying why, while fa3 does not declare paged caches.)
 INSTANTIATE_TEST_SUITE_P(GpuPaged, CudaKernels, ::testing::ValuesIn(paged_params()),
                          [](const auto& info) { return info.param.backend + "_" + info.param.c.name; });
 
@@ -181,9 +179,7 @@ INSTANTIATE_TEST_SUITE_P(GpuPaged, CudaKernels, ::testing::ValuesIn(paged_params
 // are a coded reason in check() and plan() alike (no device needed).
 TEST(CudaBackends, Fa3PageSizesFollowItsKeyTiles) {
   const Backend* fa3 = default_registry().find("fa3");
-  if (!fa3->capabilities().paged_kv)
-    GTEST_SKIP() << "fa3 does not declare paged KV caches yet (cuda_backends.cpp kFa3PagedVerified: its paged "
-                    "instances have not run on a GPU)";
+  ASSERT_TRUE(fa3->capabilities().paged_kv) << "fa3 declares no paged KV caches (cuda_backends.cpp kFa3PagedVerified)";
   Platform sm90;
   sm90.kind = PlatformKind::cuda;
   sm90.sm = 90;

@@ -64,8 +64,8 @@ const std::vector<NameCase>& cases() {
     add("cutlass_mla", engine("glm-dsa", "cuda:sm90", "cutlass_mla"), {"AK2102"},
         Valid{engine("glm-dsa", "cuda:sm100", "cutlass_mla"), "decoder", "decode", "cutlass_mla"});
     add("cutlass_mla", engine("llama", "cuda:sm100", "cutlass_mla"), {"AK4009"}, std::nullopt);
-    add("fa3", engine("llama", "cuda:sm90", "fa3"), {"AK2109", "AK3001"},
-        Valid{engine("wan", "cuda:sm90", "fa3"), "transformer", "self", "fa3"});
+    add("fa3", engine("llama", "cuda:sm80", "fa3"), {"AK2102"},
+        Valid{engine("llama", "cuda:sm90", "fa3"), "decoder", "decode", "fa3"});
     add("fa4", engine("wan", "cuda:sm90", "fa4"), {"AK2102"},
         Valid{engine("wan", "cuda:sm100", "fa4"), "transformer", "self", "fa4"});
     add("flashinfer", engine("glm-dsa", "cuda:sm90", "flashinfer"), {"AK2105"}, llama_sm90_flashinfer);

@@ -15,7 +15,8 @@ struct Golden {
 // Reviewed against design 2.1: sm_90 -> fa3, sm_80 -> fa2, sm_100 dense
 // non-causal -> cudnn, sm_120 -> sdpa, ROCm fa (LLM: aiter), XPU xpu_flash,
 // MUSA fa, MPS and NPU sdpa, CPU cpu_flash (paged KV caches included). LLMs
-// with a paged KV cache go to flashinfer where fa2 / fa3 (no paged KV) refuse;
+// with a paged KV cache take fa3 on sm_90 (its paged instances) and go to
+// flashinfer where fa2 (no paged KV) refuses;
 // VDN-H3 needs its CUDA-only hybrid kernel. The Kimi-K3 vision tower follows
 // the engine's vision order inside its allow-list: fa3 on Hopper, fa4 on
 // Blackwell, aiter_attn on ROCm, else triton_attn, else sdpa.
@@ -71,7 +72,7 @@ const Golden kGolden[] = {
     {"flux", "npu", true, "transformer.self=sdpa text_encoder.self=sdpa vae.self=sdpa"},
     {"flux", "cpu", true, "transformer.self=cpu_flash text_encoder.self=cpu_flash vae.self=cpu_flash"},
     {"llama", "cuda:sm80", true, "decoder.prefill=flashinfer decoder.decode=flashinfer"},
-    {"llama", "cuda:sm90", true, "decoder.prefill=flashinfer decoder.decode=flashinfer"},
+    {"llama", "cuda:sm90", true, "decoder.prefill=fa3 decoder.decode=fa3"},
     {"llama", "cuda:sm100", true, "decoder.prefill=fa4 decoder.decode=fa4"},
     {"llama", "cuda:sm120", true, "decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"llama", "rocm", true, "decoder.prefill=aiter decoder.decode=aiter"},
@@ -91,7 +92,7 @@ const Golden kGolden[] = {
     {"glm-dsa", "npu", true, "decoder.prefill=sdpa decoder.decode=sdpa"},
     {"glm-dsa", "cpu", true, "decoder.prefill=cpu_flash decoder.decode=cpu_flash"},
     {"kimi-k3-vl", "cuda:sm80", true, "vision.self=triton_attn decoder.prefill=flashinfer decoder.decode=flashinfer"},
-    {"kimi-k3-vl", "cuda:sm90", true, "vision.self=fa3 decoder.prefill=flashinfer decoder.decode=flashinfer"},
+    {"kimi-k3-vl", "cuda:sm90", true, "vision.self=fa3 decoder.prefill=fa3 decoder.decode=fa3"},
     {"kimi-k3-vl", "cuda:sm100", true, "vision.self=fa4 decoder.prefill=fa4 decoder.decode=fa4"},
     {"kimi-k3-vl", "cuda:sm120", true, "vision.self=triton_attn decoder.prefill=flashinfer decoder.decode=flashinfer"},
     {"kimi-k3-vl", "rocm", true, "vision.self=aiter decoder.prefill=aiter decoder.decode=aiter"},

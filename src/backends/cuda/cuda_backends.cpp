@@ -293,8 +293,8 @@ Capabilities fa2_capabilities() {
   return c;
 }
 
-// fa3's paged instances are declared only after a GPU run of GpuPaged/* (issue 15).
-constexpr bool kFa3PagedVerified = false;
+// fa3's paged instances are declared since their GPU run (GpuPaged/*, issue 15).
+constexpr bool kFa3PagedVerified = true;
 
 // sm_90a cubins run on compute capability 9.0 alone (not Blackwell).
 // Block-sparse lists run on the fa3bs instances (instances.def).
@@ -305,10 +305,10 @@ Capabilities fa3_capabilities() {
   c.max_sm = 90;
   c.block_sparse = true;
   // Paged caches run on the fa3pg instances (page sizes that fit the key tiles,
-  // AK2119) once they have run on a GPU: on 2026-12-01 only the d64 instance
-  // did (in a version with 32 producer registers, which deadlocked
-  // setmaxnreg at d128 / d256); the 24-register version compiled here has not
-  // run yet. Until then paged problems go to cudnn / cuda_sdpa as before.
+  // AK2119): the 24-register producer version passed GpuPaged/* (pages 16 to
+  // 256, d64 / d128 / d256, prefill over a prefix, decode, GQA / MQA, sinks,
+  // LSE, a window) and memcheck / racecheck / synccheck on the H200 on
+  // 2026-12-02; the 32-register one had deadlocked setmaxnreg at d128 / d256.
   c.paged_kv = kFa3PagedVerified;
   c.skip_softmax = std::any_of(kernel_entries().begin(), kernel_entries().end(),
                                [](const KernelEntry& e) { return e.info.family == "fa3ss" && e.info.built; });

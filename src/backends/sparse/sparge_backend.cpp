@@ -94,9 +94,11 @@ Capabilities sparge_capabilities() {
 }
 
 // The CUDA path (sparge_select.cu + fa2's block-sparse kernel) is declared
-// once tests/gpu/test_sparge_gpu.cpp has run on a GPU: written and compiled on
-// 2026-12-01, not run yet (issue 19). Until then a GPU plan is AK2111, as before.
-constexpr bool kSpargeCudaVerified = false;
+// since tests/gpu/test_sparge_gpu.cpp passed on the H200 (2026-12-02: the
+// selection equal to the host's, the plan equal to the CPU plan, dense
+// fallbacks exact, poisoned workspace, CUDA-graph capture; memcheck /
+// racecheck / synccheck clean).
+constexpr bool kSpargeCudaVerified = true;
 
 class SpargeBackend final : public SparseVideoBackend {
  public:
