@@ -19,7 +19,7 @@
 #   GPU_CHECK_AB=ab-baseline.tar ...               # A/B: also build `git archive <rev> -o ab-baseline.tar` (put in the
 #                                                  # tree, untracked, so it travels) and alternate bench_fa2 of both builds
 #                                                  # (GPU_CHECK_AB_ROUNDS=2, GPU_CHECK_AB_DIMS=64,128,256, seqlens from
-#                                                  # GPU_CHECK_SEQLENS or 512,2048,16384)
+#                                                  # GPU_CHECK_SEQLENS or 512,2048,16384, GPU_CHECK_AB_BACKEND=fa2)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
 #     (GPU_CHECK_PROFILE_BACKEND=fa3: fa3 against FlashAttention-3's kernel instead)
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096; GPU_CHECK_PROFILE_VARIANT=<name>:
@@ -118,6 +118,9 @@ if ! skip sanitizer; then
 'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16:Gpu/CudaKernels.MatchesReference/fa3_varlen_long_causal_bf16:'\
 'CudaBackends.BadDeviceBlockListsStayInBounds'
   SMALL_GPU="$SMALL_GPU:${SMALL_GPU//fa2_/fa3_}"
+  # fa3's dynamic tile scheduler (tile numbers through shared memory, the workspace counter)
+  SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_dynamic_varlen_30_sequences_causal_bf16:"\
+'Gpu/CudaKernels.MatchesReference/fa3_dynamic_160_tiles_window_d64_f16'
   SMALL_GPU="$SMALL_GPU:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_prefill_causal_gqa_lse_bf16:"\
 'GpuPaged/CudaKernels.MatchesReference/fa3_paged256_window_mqa_bf16:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_d256_causal_bf16'
   for tool in memcheck racecheck synccheck; do
@@ -317,7 +320,8 @@ fi
 
 if [[ -n "${GPU_CHECK_AB:-}" ]]; then
   ab_dims="${GPU_CHECK_AB_DIMS:-64,128,256}" ab_seq="${GPU_CHECK_SEQLENS:-512,2048,16384}"
-  step "A/B: bench_fa2 of this tree vs $GPU_CHECK_AB (d$ab_dims, s$ab_seq), alternated"
+  ab_backend="${GPU_CHECK_AB_BACKEND:-fa2}"
+  step "A/B: bench_fa2 --backend $ab_backend of this tree vs $GPU_CHECK_AB (d$ab_dims, s$ab_seq), alternated"
   ab_src=/tmp/attnkit-ab-src ab_build="$BUILD-ab"
   # A failed rebuild must not fall back on an older baseline left in $ab_build.
   if rm -rf "$ab_src" && mkdir -p "$ab_src" && tar -xf "$ROOT/$GPU_CHECK_AB" -C "$ab_src" \
@@ -326,10 +330,10 @@ if [[ -n "${GPU_CHECK_AB:-}" ]]; then
     && cmake --build "$ab_build" -j"$JOBS" --target bench_fa2 > "$LOGS/ab_build.log" 2>&1; then
     new_runs=() base_runs=()
     for r in $(seq 1 "${GPU_CHECK_AB_ROUNDS:-2}"); do
-      "$BUILD/bench/gpu/bench_fa2" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 --json "$LOGS/ab_new_$r.json" \
-        > /dev/null 2>>"$LOGS/ab_bench.log" && new_runs+=("$LOGS/ab_new_$r.json")
-      "$ab_build/bench/gpu/bench_fa2" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 --json "$LOGS/ab_base_$r.json" \
-        > /dev/null 2>>"$LOGS/ab_bench.log" && base_runs+=("$LOGS/ab_base_$r.json")
+      "$BUILD/bench/gpu/bench_fa2" --backend "$ab_backend" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 \
+        --json "$LOGS/ab_new_$r.json" > /dev/null 2>>"$LOGS/ab_bench.log" && new_runs+=("$LOGS/ab_new_$r.json")
+      "$ab_build/bench/gpu/bench_fa2" --backend "$ab_backend" --dims "$ab_dims" --seqlens "$ab_seq" --iters 20 \
+        --json "$LOGS/ab_base_$r.json" > /dev/null 2>>"$LOGS/ab_bench.log" && base_runs+=("$LOGS/ab_base_$r.json")
     done
     if (( ${#new_runs[@]} == 0 || ${#base_runs[@]} == 0 )); then
       echo "A/B: bench_fa2 failed:"; tail -5 "$LOGS/ab_bench.log"; status=1

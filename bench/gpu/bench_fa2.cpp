@@ -172,8 +172,14 @@ int main(int argc, char** argv) {
     t.k = view_for(p, k[0]);
     t.v = view_for(p, v[0]);
     t.out = view_for(p, out_shipped);
-    if (!(*shipped)->run(t, {}, stream).ok() || var.launch(variant_params, stream) != 0) return std::nullopt;
+    void* ws = nullptr;  // fa3's causal plans take their tile counter from it
+    const std::size_t ws_bytes = (*shipped)->workspace_bytes();
+    if (ws_bytes > 0) BENCH_CUDA(cudaMalloc(&ws, ws_bytes));
+    const bool ran = (*shipped)->run(t, {static_cast<std::byte*>(ws), ws_bytes}, stream).ok() &&
+                     var.launch(variant_params, stream) == 0;
     BENCH_CUDA(cudaStreamSynchronize(stream));
+    if (ws != nullptr) BENCH_CUDA(cudaFree(ws));
+    if (!ran) return std::nullopt;
     std::vector<std::uint16_t> got(kElems), expected(kElems);
     BENCH_CUDA(cudaMemcpy(got.data(), out, kElems * 2, cudaMemcpyDeviceToHost));
     BENCH_CUDA(cudaMemcpy(expected.data(), out_shipped, kElems * 2, cudaMemcpyDeviceToHost));

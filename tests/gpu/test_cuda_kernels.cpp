@@ -105,6 +105,31 @@ std::vector<ParityCase> gpu_cases() {
     o.k_lens = {300, 50, 900, 10};
     add("varlen_long_causal_bf16", p, o);
   }
+  {
+    // fa3's dynamic scheduler (causal / window masks, more query blocks than
+    // the short-sequence rule's 8 and more tiles than CTAs): tiles handed out
+    // from the workspace counter; varlen tiles past a short sequence are
+    // skipped unpublished, rows without keys still published (zeros).
+    Problem p = make(2200, 2200, 8, 2, 128, DType::bf16, MaskKind::causal);
+    p.return_lse = true;
+    add("dynamic_144_tiles_causal_d128_bf16", p);
+    Problem q = make(1900, 2300, 16, 4, 64, DType::f16, MaskKind::sliding_window);
+    q.window = {256, 64};
+    add("dynamic_160_tiles_window_d64_f16", q);
+    Problem r = make(1500, 1500, 12, 12, 256, DType::bf16, MaskKind::causal);
+    r.has_sinks = true;
+    add("dynamic_144_tiles_causal_d256_bf16", r);
+    Problem v = make(1300, 1400, 4, 1, 128, DType::bf16, MaskKind::causal);
+    v.layout = Layout::thd;
+    v.batch = 30;
+    v.return_lse = true;
+    ProblemDataOptions o;
+    for (int b = 0; b < 30; ++b) {
+      o.q_lens.push_back(b % 9 == 4 ? 0 : b == 7 ? 1300 : 1 + (b * 97) % 1300);
+      o.k_lens.push_back(b % 13 == 6 ? 0 : b == 7 ? 1400 : 1 + (b * 131) % 1400);
+    }
+    add("dynamic_varlen_30_sequences_causal_bf16", v, o);
+  }
   return c;
 }
 
@@ -202,6 +227,25 @@ TEST(CudaBackends, Fa3PageSizesFollowItsKeyTiles) {
 // table entry is a declared head dim, a pair the table lacks is a coded reason
 // (the same one check() and plan() give), and the arch bounds are the
 // instance arch's.
+// fa3 hands out causal / window tiles from a counter in the caller's
+// workspace; other masks and the other kernels need none (no device needed:
+// a plan for a named platform has its workspace size).
+TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasks) {
+  Platform sm90;
+  sm90.kind = PlatformKind::cuda;
+  sm90.sm = 90;
+  Problem window = make(512, 512, 2, 2, 128, DType::bf16, MaskKind::sliding_window);
+  window.window = {64, 0};
+  for (auto [backend, p, wants] : {std::tuple{"fa3", make(512, 512, 2, 2, 128, DType::bf16, MaskKind::causal), true},
+                                   {"fa3", window, true},
+                                   {"fa3", make(512, 512, 2, 2, 128, DType::bf16), false},
+                                   {"fa2", make(512, 512, 2, 2, 128, DType::bf16, MaskKind::causal), false}}) {
+    auto plan = default_registry().find(backend)->plan(p, sm90);
+    ASSERT_TRUE(plan.ok()) << backend << ": " << plan.diagnostics().summary();
+    EXPECT_EQ((*plan)->workspace_bytes() > 0, wants) << backend << " mask " << static_cast<int>(p.mask);
+  }
+}
+
 TEST(CudaBackends, FlashCapabilitiesFollowTheInstanceTable) {
   for (const char* name : {"fa2", "fa3"}) {
     const Backend* b = default_registry().find(name);
@@ -294,7 +338,8 @@ TEST(CudaBackends, BadDeviceBlockListsStayInBounds) {
     host.block_indices.shape[0] = static_cast<std::int64_t>(indices.size());
     const DeviceBinding dev(host);
     ASSERT_EQ(dev.buffers.size(), 6u) << name << ": q, k, v, out and the two lists on the device";
-    const Diagnostics ran = (*plan)->run(dev.t, {}, nullptr);
+    DeviceWorkspace ws((*plan)->workspace_bytes());
+    const Diagnostics ran = (*plan)->run(dev.t, ws.span(), nullptr);
     EXPECT_TRUE(ran.ok()) << name << ": " << ran.summary();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name;
   }
@@ -361,14 +406,17 @@ TEST(CudaDeviceLayer, FailedCallsBecomeCatalogedDiagnostics) {
 }
 
 // Plan::run allocates nothing and only enqueues: a CUDA graph captures it, and
-// the replay writes the same bytes as a direct run.
+// the replays write the same bytes as a direct run. The causal shape has more
+// tiles than an H200 has SMs, so fa3 runs its dynamic scheduler: the counter
+// in a poisoned workspace is reset by the launch (its memset is captured too),
+// and a workspace smaller than the plan asks for is refused (AK1110).
 TEST(CudaBackends, RunIsGraphCapturable) {
   for (const char* name : {"fa3", "fa2", "cuda_sdpa"}) {
     const Backend* backend = default_registry().find(name);
     ASSERT_NE(backend, nullptr);
     const TestPlatform tp = test_platform_for(*backend);
     if (!tp.platform) GTEST_SKIP() << name << ": " << tp.skip_reason;
-    Problem p = make(300, 300, 4, 2, 128, DType::bf16, MaskKind::causal);
+    Problem p = make(2200, 2200, 8, 2, 128, DType::bf16, MaskKind::causal);
     auto data = HostProblemData::create(p, {});
     ASSERT_TRUE(data.ok());
     auto plan = backend->plan(p, *tp.platform);
@@ -377,25 +425,37 @@ TEST(CudaBackends, RunIsGraphCapturable) {
     ASSERT_EQ(binding.buffers.size(), 4u) << name << ": q, k, v and out on the device";
     const AttentionTensors& dev = binding.t;
     const auto bytes = static_cast<std::size_t>(dev.out.span_bytes());
+    const std::size_t ws_bytes = (*plan)->workspace_bytes();
+    if (std::string(name) == "fa3") EXPECT_GT(ws_bytes, 0u) << "fa3's causal plans ask for the tile counter";
+    DeviceWorkspace ws(ws_bytes);
+    if (ws_bytes > 0) {
+      ASSERT_NE(ws.data, nullptr);
+      ASSERT_EQ(cudaMemset(ws.data, 0xff, ws_bytes), cudaSuccess);
+      EXPECT_TRUE((*plan)->run(dev, {static_cast<std::byte*>(ws.data), ws_bytes - 1}, nullptr).has_code("AK1110"));
+    }
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    ASSERT_TRUE((*plan)->run(dev, {}, stream).ok());
+    ASSERT_TRUE((*plan)->run(dev, ws.span(), stream).ok());
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     std::vector<unsigned char> direct(bytes), replay(bytes);
     ASSERT_EQ(cudaMemcpy(direct.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    ASSERT_EQ(cudaMemset(dev.out.data, 0xff, bytes), cudaSuccess);
+    std::memcpy(data->tensors().out.data, direct.data(), bytes);
+    expect_matches_reference(*data);
 
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const Diagnostics captured = (*plan)->run(dev, {}, stream);
+    const Diagnostics captured = (*plan)->run(dev, ws.span(), stream);
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
     ASSERT_TRUE(captured.ok()) << captured.summary();
     ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(replay.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_EQ(std::memcmp(direct.data(), replay.data(), bytes), 0) << name << ": graph replay differs";
+    for (int replays = 0; replays < 2; ++replays) {  // the second replay finds the counter the first left
+      ASSERT_EQ(cudaMemset(dev.out.data, 0xff, bytes), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(replay.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(std::memcmp(direct.data(), replay.data(), bytes), 0) << name << ": graph replay " << replays << " differs";
+    }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(stream);

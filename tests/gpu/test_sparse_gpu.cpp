@@ -103,7 +103,8 @@ TEST_F(SlidingTileGpu, DenseStepsRunTheDenseKernelExactly) {
   DeviceWorkspace ws((*plan)->workspace_bytes());
   SparsityStats stats;
   ASSERT_TRUE((*plan)->run_at({1, 0, std::nullopt, &stats}, a.t, ws.span(), nullptr).ok());
-  ASSERT_TRUE((*dense)->run(b.t, {}, nullptr).ok());
+  DeviceWorkspace dense_ws((*dense)->workspace_bytes());
+  ASSERT_TRUE((*dense)->run(b.t, dense_ws.span(), nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_TRUE(stats.dense);
   const auto x = a.out(), y = b.out();
@@ -139,7 +140,8 @@ class SkipSoftmaxGpu : public OnGpu {
     DeviceBinding dev(data.tensors());
     CallContext at = where;
     at.stats = &r.stats;
-    const Diagnostics ran = (*plan)->run_at(at, dev.t, {}, nullptr);
+    DeviceWorkspace ws((*plan)->workspace_bytes());
+    const Diagnostics ran = (*plan)->run_at(at, dev.t, ws.span(), nullptr);
     EXPECT_TRUE(ran.ok()) << ran.summary();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     r.out = dev.out();

@@ -149,19 +149,30 @@ struct SkipKernel {
 // One CUDA launch: validates the device binding, builds the device params,
 // enqueues on the caller's stream. Allocates nothing, synchronises nothing, so
 // a CUDA graph can capture it.
+// fa3 under causal / window masks hands out its unequal tiles from a counter
+// (sm90/launch.hpp); it lives in the caller's workspace so that plans stay
+// immutable and concurrent runs on two streams do not share it. 4 bytes, plus
+// the slack to align it.
+constexpr std::size_t kTileCounterBytes = 16;
+bool uses_tile_counter(const std::string& family, const Problem& p) {
+  return family.rfind("fa3", 0) == 0 && (p.mask == MaskKind::causal || p.mask == MaskKind::sliding_window);
+}
+
 class CudaAttentionPlan final : public Plan {
  public:
   CudaAttentionPlan(Problem p, std::string backend, cuda::LaunchFn launch, int alignment_bytes, std::string what,
-                    SkipKernel skip)
+                    SkipKernel skip, std::size_t workspace_bytes)
       : Plan(std::move(p)), backend_(std::move(backend)), launch_(launch), alignment_(alignment_bytes),
-        what_(std::move(what)), skip_(std::move(skip)) {}
+        what_(std::move(what)), skip_(std::move(skip)), workspace_bytes_(workspace_bytes) {}
 
-  Diagnostics run(const AttentionTensors& t, Workspace, StreamHandle stream) const override {
-    Diagnostics why = validate(t);
+  std::size_t workspace_bytes() const override { return workspace_bytes_; }
+
+  Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override {
+    Diagnostics why = validate(t, ws);
     if (!why.ok()) return why;
 #if defined(ATTNKIT_HAS_CUDA)
     if (launch_ == nullptr) return diagnose("AK6002", {{"reason", what_ + " was not compiled into this binary"}});
-    const cuda::AttnParams params = cuda::make_attn_params(problem(), t);
+    const cuda::AttnParams params = make_params(t, ws);
     return cuda::check_cuda(launch_(params, stream), what_ + " launch");
 #else
     (void)stream;
@@ -186,10 +197,10 @@ class CudaAttentionPlan final : public Plan {
       return diagnose("AK3016", {{"backend", backend_},
                                  {"layer", "a " + std::string(dtype_name(problem().dtype)) + " d" +
                                                std::to_string(problem().head_dim_qk) + " call"}});
-    Diagnostics why = validate(t);
+    Diagnostics why = validate(t, ws);
     if (!why.ok()) return why;
 #if defined(ATTNKIT_HAS_CUDA)
-    cuda::AttnParams params = cuda::make_attn_params(problem(), t);
+    cuda::AttnParams params = make_params(t, ws);
     params.skip_log2_factor = static_cast<float>(std::log2(skip->threshold_scale_factor));
     if (where.stats) {
       if (skip_.counts.data() == nullptr)
@@ -212,10 +223,21 @@ class CudaAttentionPlan final : public Plan {
   }
 
  private:
-  Diagnostics validate(const AttentionTensors& t) const {
+  Diagnostics validate(const AttentionTensors& t, Workspace ws) const {
     Diagnostics why = validate_binding(problem(), t, {DeviceKind::cuda, 0});
     if (alignment_ > 1) why.append(check_row_alignment(t, alignment_));
+    if (ws.size() < workspace_bytes_ || (ws.data() == nullptr && workspace_bytes_ > 0))
+      why.add("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes_)}});
     return why;
+  }
+  cuda::AttnParams make_params(const AttentionTensors& t, Workspace ws) const {
+    cuda::AttnParams params = cuda::make_attn_params(problem(), t);
+    if (workspace_bytes_ >= kTileCounterBytes) {
+      const auto at = (reinterpret_cast<std::uintptr_t>(ws.data()) + alignof(unsigned int) - 1) &
+                      ~static_cast<std::uintptr_t>(alignof(unsigned int) - 1);
+      params.tile_counter = reinterpret_cast<unsigned int*>(at);
+    }
+    return params;
   }
 
   std::string backend_;
@@ -223,6 +245,7 @@ class CudaAttentionPlan final : public Plan {
   int alignment_;
   std::string what_;
   SkipKernel skip_;
+  std::size_t workspace_bytes_;
 };
 
 // Planning on this machine needs a device; planning for a named platform only
@@ -395,7 +418,7 @@ class CudaBackend final : public Backend {
     if (!skip) return skip.diagnostics();
     return std::unique_ptr<Plan>(std::make_unique<CudaAttentionPlan>(
         p, name_, entry->launch, alignment_ > 0 ? alignment_ : static_cast<int>(dtype_size(p.dtype)), what + ")",
-        std::move(*skip)));
+        std::move(*skip), uses_tile_counter(entry->info.family, p) ? kTileCounterBytes : 0));
   }
 
  private:

@@ -56,6 +56,9 @@ struct AttnParams {
   // skip_counts (optional) gets [decided, skipped] (row, key tile) pairs added.
   float skip_log2_factor = 0.0f;
   unsigned long long* skip_counts = nullptr;
+  // fa3's dynamic tile scheduler (sm90/launch.hpp): one counter in the plan's
+  // workspace, zeroed by the launcher before each launch; null: a static walk.
+  unsigned int* tile_counter = nullptr;
   // Scores in log2 units: s2 = log2(e) * softcap(scale * q.k).
   //   no softcap: s2 = (q.k) * scale_log2
   //   softcap c : s2 = softcap_log2 * tanh((q.k) * softcap_prescale), softcap_log2 = c*log2(e)

@@ -7,7 +7,9 @@
 //  - one tile per CTA: the grid is (query blocks, q heads, batch) (fa2);
 //  - persistent: a grid of at most one CTA per SM walks tiles blockIdx.x,
 //    blockIdx.x + gridDim.x, ... (fa3), so the producer loads the next tile
-//    while the consumers finish the last.
+//    while the consumers finish the last;
+//  - dynamic (fa3, tiles of unequal cost): a persistent grid whose CTAs take
+//    the next tile in cost order from an atomic counter as they free up.
 #include "kernels/cuda/params.hpp"
 
 namespace attnkit::cuda {
@@ -31,17 +33,12 @@ struct TileScheduler {
     return {m_blocks - 1 - static_cast<int>(linear % m_blocks), static_cast<int>(slice % p.heads_q),
             static_cast<int>(slice / p.heads_q)};
   }
-  // Tiles of unequal cost (causal, sliding windows) for a persistent grid of
-  // `ctas` CTAs: the walk position is dealt in snake order (round r runs the
-  // CTAs forwards when r is even, backwards when odd), and the slots are the
-  // tiles sorted by cost -- query block descending -- within groups of
-  // `group` (batch, head) slices whose K and V fit in L2 together. Each CTA
-  // then gets a similar total and the concurrent tiles share a few heads.
-  static AK_HOST_DEVICE Tile cost_ordered_tile(long long walk, long long ctas, int group, const AttnParams& p) {
-    const long long tiles = num_tiles(p);
-    const long long round = walk / ctas, pos = walk % ctas;
-    const bool full_round = (round + 1) * ctas <= tiles;  // a partial last round is dealt forwards
-    const long long slot = (round & 1) && full_round ? round * ctas + (ctas - 1 - pos) : walk;
+  // Tile number `slot` in cost order: the tiles sorted by cost -- query block
+  // descending -- within groups of `group` (batch, head) slices whose K and V
+  // fit in L2 together, so that the longest tiles start first and the tiles
+  // running at once share a few heads. The dynamic scheduler (fa3's atomic
+  // counter) hands out slots in this order as CTAs free up.
+  static AK_HOST_DEVICE Tile grouped_tile(long long slot, int group, const AttnParams& p) {
     const int m_blocks = num_m_blocks(p);
     const long long slices = static_cast<long long>(p.heads_q) * p.batch;
     const long long per_group = static_cast<long long>(m_blocks) * group;
@@ -50,6 +47,16 @@ struct TileScheduler {
     const long long slice = g * group + r % size;
     return {m_blocks - 1 - static_cast<int>(r / size), static_cast<int>(slice % p.heads_q),
             static_cast<int>(slice / p.heads_q)};
+  }
+  // The same cost order for a static persistent walk of `ctas` CTAs: the walk
+  // position is dealt in snake order (round r runs the CTAs forwards when r
+  // is even, backwards when odd), so each CTA gets a similar total.
+  static AK_HOST_DEVICE Tile cost_ordered_tile(long long walk, long long ctas, int group, const AttnParams& p) {
+    const long long tiles = num_tiles(p);
+    const long long round = walk / ctas, pos = walk % ctas;
+    const bool full_round = (round + 1) * ctas <= tiles;  // a partial last round is dealt forwards
+    const long long slot = (round & 1) && full_round ? round * ctas + (ctas - 1 - pos) : walk;
+    return grouped_tile(slot, group, p);
   }
 #if defined(__CUDACC__)
   static dim3 grid(const AttnParams& p) {

@@ -29,8 +29,9 @@ template <class Traits, bool kBlockSparse>
 __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk, Fa3Tile<kBlockSparse>& out) {
   using Scheduler = TileScheduler<Traits::kBlockM>;
   const AttnParams& p = params.a;
-  out.tile = params.cost_group > 0 ? Scheduler::cost_ordered_tile(walk, gridDim.x, params.cost_group, p)
-                                   : Scheduler::tile(walk, p);
+  out.tile = params.cost_group <= 0 ? Scheduler::tile(walk, p)
+             : params.dynamic_tiles ? Scheduler::grouped_tile(walk, params.cost_group, p)
+                                    : Scheduler::cost_ordered_tile(walk, gridDim.x, params.cost_group, p);
   out.span = sequence_span(p, out.tile.batch);
   out.m0 = out.tile.m_block * Traits::kBlockM;
   if (out.m0 >= out.span.q_len) return false;  // varlen: this sequence is shorter than the longest
@@ -50,9 +51,10 @@ __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk
 // (block_offsets / block_indices), intersected with the dense range.
 // kPaged: K and V come from a paged cache (AttnParams::block_table). Its own
 // instances: the producer's page walk spills in the producer's 24 registers
-// (132-212 bytes at d128; 32 registers deadlocked setmaxnreg at d128, where
-// the consumers' 2 x 240 leave no more), and the other instances stay
-// spill-free.
+// (88 bytes at d128 with ptxas 13.0; 32 registers deadlocked setmaxnreg at
+// d128, where the consumers' 2 x 240 leave no more). The dense instances are
+// spill-free except d256's producer (12 bytes, 8 in fa3ss, since the dynamic
+// walk's state).
 template <class Traits, bool kBlockSparse, bool kPaged = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const __grid_constant__ Fa3Params params) {
 #if defined(AK_SM90_ENABLED)
@@ -76,10 +78,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       tma_prefetch_descriptor(&params.tma_v);
       PipelineState ps;
       Fa3Tile<kBlockSparse> t;
-      for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x)
-        if (fa3_tile<Traits>(params, linear, t))
-          Fa3Producer<Traits>::template load_tile<kPaged>(params, sm, t.at, {t.tile.batch, t.span.k_len}, t.m0,
-                                                          t.keys, ps);
+      auto load = [&](const Fa3Tile<kBlockSparse>& t) {
+        Fa3Producer<Traits>::template load_tile<kPaged>(params, sm, t.at, {t.tile.batch, t.span.k_len}, t.m0, t.keys,
+                                                        ps);
+      };
+      // Static: tiles blockIdx.x, blockIdx.x + gridDim.x, ... Dynamic: tile
+      // blockIdx.x first, then gridDim.x + the counter's value, fetched once
+      // this tile's copies are issued: the producer is then two key tiles
+      // ahead of the consumers, which hides the atomic's latency, and a CTA
+      // claims a tile only when it is nearly free (longest first, the short
+      // tiles fill the tail). Each tile is published to the consumers before
+      // its loads; tiles past a short sequence (varlen) are skipped
+      // unpublished; -1 ends the consumers' walk. (One loop for both walks:
+      // two copies of the body spilled.)
+      const bool dynamic = params.dynamic_tiles != 0;
+      int published = 0;
+      for (long long linear = blockIdx.x; linear < tiles;
+           linear = dynamic ? gridDim.x + static_cast<long long>(atomicAdd(p.tile_counter, 1u)) : linear + gridDim.x)
+        if (fa3_tile<Traits>(params, linear, t)) {
+          if (dynamic) sm.publish_tile(published++, static_cast<int>(linear));
+          load(t);
+        }
+      if (dynamic) sm.publish_tile(published, -1);
     }
   } else {
     regs_claim<Traits::kConsumerRegs>();
@@ -91,8 +111,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
     PipelineState ps;
     SkipRows skip{};  // skip-softmax: the rows' state per tile, the counts over the CTA's tiles
     Fa3Tile<kBlockSparse> t;
-    for (long long linear = blockIdx.x; linear < tiles; linear += gridDim.x) {
-      if (!fa3_tile<Traits>(params, linear, t)) continue;
+    auto compute = [&](const Fa3Tile<kBlockSparse>& t) {
       const int strip_row0 = t.m0 + wg_row0 + 16 * ((threadIdx.x / 32) & 3);
       const KeyTiles wg_keys = visible_key_tiles(t.m0 + wg_row0, 64, t.span.q_len, t.span.k_len, p.window_left,
                                                  p.window_right, Traits::kBlockN);
@@ -123,7 +142,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       Fa3Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, wg, t.m0, t.span,
                                  static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset,
                                  lse_row_stride);
-    }
+    };
+    // The producer's walk (above): dynamic tiles arrive through shared memory.
+    const bool dynamic = params.dynamic_tiles != 0;
+    int taken = 0;
+    for (long long linear = dynamic ? sm.take_tile(taken++) : blockIdx.x; linear >= 0 && linear < tiles;
+         linear = dynamic ? sm.take_tile(taken++) : linear + gridDim.x)
+      if (fa3_tile<Traits>(params, linear, t)) compute(t);  // dynamic: always, only tiles with rows are published
     if constexpr (Traits::kSkipSoftmax)
       if (p.skip_counts != nullptr) {  // one atomic pair per warp
         unsigned long long decided = skip.decided, skipped = skip.skipped;

@@ -135,11 +135,14 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
   // persistent grid is one CTA per SM, otherwise one CTA per tile (as many as
   // a 1-D grid holds; the walk covers the rest). Uniform tiles (no causal or
   // window mask) walk in order on the persistent grid. Tiles of unequal length
-  // take one CTA each, which the hardware hands out as SMs free up: a static
+  // took one CTA each, which the hardware hands out as SMs free up: a static
   // walk left SMs idle (d128 causal s16k 449 TFLOP/s in order, 599 dealt by
   // cost, 680 one CTA per tile; d256 495 / 798), except for short
   // sequences at head dims up to 128, where the cost-ordered walk won
   // (d128 causal s1k 376 vs 351, d64 253 vs 232; docs/perf/gpu-fa3.md).
+  // One CTA per tile pays each tile's Q load and epilogue unhidden; the
+  // dynamic scheduler keeps the grid persistent and hands out tiles in cost
+  // order as CTAs free up.
   const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(a);
   if (tiles <= 0) return cudaSuccess;
   const GridLimits limits = grid_limits();
@@ -148,12 +151,25 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
   // tiles per CTA even out.
   const bool uniform_tiles = a.window_left < 0 && a.window_right < 0;
   const bool short_unequal = TileScheduler<Traits::kBlockM>::num_m_blocks(a) <= 8 && Traits::kHeadDimQK <= 128;
-  const bool persistent = Traits::kPersistent && limits.sms > 0 && (uniform_tiles || (short_unequal && !kBlockSparse));
+  // Unequal tiles beyond that: a persistent grid that takes tiles from a
+  // counter in the caller's workspace, when the plan gave one (tile numbers
+  // travel as 32-bit words). Otherwise one CTA per tile.
+  const bool dynamic = Traits::kPersistent && limits.sms > 0 && !uniform_tiles && !(short_unequal && !kBlockSparse) &&
+                       a.tile_counter != nullptr && tiles > limits.sms && tiles <= 0x7fffffffLL;
+  const bool persistent =
+      Traits::kPersistent && limits.sms > 0 && (uniform_tiles || (short_unequal && !kBlockSparse) || dynamic);
   long long ctas = persistent ? std::min<long long>(tiles, limits.sms) : tiles;
+  if (dynamic) {
+    params.dynamic_tiles = 1;
+    if ((err = cudaMemsetAsync(a.tile_counter, 0, sizeof(unsigned int), stream)) != cudaSuccess) return err;
+  }
   if (persistent && !uniform_tiles && ctas < tiles) {
     const long long kv_bytes_per_slice =
         static_cast<long long>(a.seqlen_k) * (a.head_dim_qk + a.head_dim_v) * sizeof(typename Traits::T);
-    const long long budget = limits.l2_bytes / 2;  // heads whose K and V fit half the L2 share a group
+    // Heads whose K and V fit half the L2 share a group; a quarter under the
+    // dynamic scheduler, whose groups of 2-3 heads ran 5-6% slower than one
+    // head at a time at d128 causal s16k and d256 causal s8k (2026-12-02).
+    const long long budget = limits.l2_bytes / (dynamic ? 4 : 2);
     params.cost_group = static_cast<int>(
         std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
   }

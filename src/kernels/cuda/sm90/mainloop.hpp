@@ -56,9 +56,41 @@ struct Fa3Smem {
     return __shfl_sync(0xffffffffu, v, 0);
   }
 
+  // The dynamic scheduler's output tiles (kernel.hpp): the producer writes the
+  // j-th tile's number (-1: no more) into slot j % 2 once the consumers have
+  // read the slot's previous one, then arrives on tile_full; each consumer
+  // warp reads it with the lane that arrives on tile_empty (as above).
+  __device__ __forceinline__ std::uint32_t tile_full(int i) const { return bar(2 + 5 * Traits::kStages + i); }
+  __device__ __forceinline__ std::uint32_t tile_empty(int i) const {
+    return bar(2 + 5 * Traits::kStages + Traits::kTileSlots + i);
+  }
+  __device__ __forceinline__ std::uint32_t tile_word(int i) const {
+    return bar(2 + 5 * Traits::kStages + 2 * Traits::kTileSlots + i);
+  }
+  __device__ __forceinline__ void publish_tile(int j, int tile) const {  // the producer's thread
+    const int slot = j % Traits::kTileSlots;
+    mbar_wait(tile_empty(slot), static_cast<std::uint32_t>(((j / Traits::kTileSlots) & 1) ^ 1));
+    st_shared_u32(tile_word(slot), tile);
+    mbar_arrive(tile_full(slot));
+  }
+  __device__ __forceinline__ int take_tile(int j) const {  // every consumer thread
+    const int slot = j % Traits::kTileSlots;
+    mbar_wait(tile_full(slot), static_cast<std::uint32_t>((j / Traits::kTileSlots) & 1));
+    int v = 0;
+    if ((threadIdx.x & 31) == 0) v = static_cast<int>(ld_shared_u32(tile_word(slot)));
+    v = __shfl_sync(0xffffffffu, v, 0);
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(tile_empty(slot));
+    return v;
+  }
+
   __device__ __forceinline__ void init_barriers() const {
     mbar_init(q_full(), 1);
     mbar_init(q_empty(), Traits::kConsumerWarps);
+    for (int i = 0; i < Traits::kTileSlots; ++i) {
+      mbar_init(tile_full(i), 1);
+      mbar_init(tile_empty(i), Traits::kConsumerWarps);
+    }
     for (int s = 0; s < Traits::kStages; ++s) {
       mbar_init(k_full(s), 1);  // the producer's arrive_expect_tx, then the bytes
       mbar_init(v_full(s), 1);

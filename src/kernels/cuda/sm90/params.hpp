@@ -12,8 +12,13 @@ struct Fa3Params {
   AttnParams a;
   CUtensorMap tma_q, tma_k, tma_v;  // 4-D: (head dim, rows, heads, batch)
   // The tile walk (common/tile_scheduler.hpp): 0 = in order; > 0 = cost
-  // ordered in groups of this many (batch, head) slices, dealt in snake order.
+  // ordered in groups of this many (batch, head) slices (dealt in snake order
+  // unless dynamic).
   int cost_group = 0;
+  // Nonzero: the CTAs take tiles in cost order from a.tile_counter (the
+  // producer publishes each to the consumers in shared memory); zero: each
+  // CTA walks blockIdx.x, blockIdx.x + gridDim.x, ...
+  int dynamic_tiles = 0;
 };
 
 }  // namespace attnkit::cuda::sm90
