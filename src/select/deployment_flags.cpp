@@ -19,6 +19,9 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   app.add_option("--decode-attention-backend", c.decode_attention_backend, "LLM decode backend");
   app.add_option("--mm-attention-backend", c.mm_attention_backend, "vision tower backend");
   app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "KV cache dtype (auto: the activation dtype)")->capture_default_str();
+  app.add_option("--page-size", flags.page_size,
+                 "KV cache page size of the paged (LLM) layers, in tokens (default: " + std::to_string(PagedKv{}.page_size) +
+                     "; SGLang's default depends on its backend)");
   add_parallel_flags(app, flags);
   app.add_flag("--enable-torch-compile", c.enable_torch_compile, "torch.compile is on");
   app.add_flag("--enable-breakable-cuda-graph", c.enable_breakable_cuda_graph, "breakable CUDA graphs are on");
@@ -37,12 +40,18 @@ void add_parallel_flags(CLI::App& app, DeploymentFlags& flags) {
 }
 
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags) {
-  if (app.count("--sp-degree") == 0) return;
   DeploymentConfig& c = flags.config;
+  // `attnkit run` registers the parallel flags alone.
+  auto given = [&](const std::string& name) {
+    const CLI::Option* o = app.get_option_no_throw(name);
+    return o != nullptr && o->count() > 0;
+  };
+  if (given("--page-size")) c.page_size = flags.page_size;
+  if (!given("--sp-degree")) return;
   c.sp_degree = flags.sp_degree;
   // As the engine does: --sp-degree N with neither ring nor Ulysses given
   // means Ulysses = N (then the Ulysses rules apply to N).
-  if (app.count("--ring-degree") == 0 && app.count("--ulysses-degree") == 0 && flags.sp_degree != 1)
+  if (!given("--ring-degree") && !given("--ulysses-degree") && flags.sp_degree != 1)
     c.ulysses_degree = flags.sp_degree;
 }
 

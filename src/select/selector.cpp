@@ -61,15 +61,21 @@ std::string_view level_name(Level l) {
 namespace {
 
 constexpr int kLevels = 7;
+// The largest --page-size accepted: SGLang's pages are 1 to a few hundred
+// tokens; a page past 64k tokens is a typo, not a cache layout.
+constexpr int kMaxPageSize = 1 << 16;
 int index_of(Level l) { return static_cast<int>(l) - 1; }
 Level level_at(int i) { return static_cast<Level>(i + 1); }
 
 using LevelRequests = std::array<Request, kLevels - 1>;  // levels 1..6
 
+// The call the deployment makes for layer (c, r): the profile's shape under
+// the deployment's dtypes and page size.
 Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec& r) {
   Problem p = r.problem();
   p.dtype = ctx.dtype;
   if (c.llm && ctx.kv_dtype && *ctx.kv_dtype != ctx.dtype) p.kv_dtype = ctx.kv_dtype;
+  if (p.paged_kv && ctx.config.page_size) p.paged_kv->page_size = *ctx.config.page_size;
   return p;
 }
 
@@ -349,8 +355,25 @@ struct Engine::Impl {
       diags.add(unknown_backend(ctx.force, ctx.registry));
     parse_requests(ctx, diags);
     sequence_parallel_rules(ctx, diags);
+    page_size_rules(ctx, diags);
     if (!diags.ok()) return std::nullopt;
     return ctx;
+  }
+
+  // SGLang's --page-size: the page size of the paged layers.
+  static void page_size_rules(const Context& ctx, Diagnostics& diags) {
+    const DeploymentConfig& cfg = ctx.config;
+    const Profile& prof = ctx.profile;
+    if (cfg.page_size) {
+      const std::string flag = "--page-size " + std::to_string(*cfg.page_size);
+      bool paged = false;
+      for (const ComponentSpec& c : prof.components)
+        for (const RoleSpec& r : c.roles) paged |= r.layers > 0 && r.paged_kv;
+      if (*cfg.page_size < 1 || *cfg.page_size > kMaxPageSize)
+        diags.add("AK3022", {{"value", std::to_string(*cfg.page_size)}, {"limit", std::to_string(kMaxPageSize)}});
+      else if (!paged)
+        diags.add("AK3008", {{"source", flag}, {"why", "model " + prof.name + " has no paged KV cache"}});
+    }
   }
 
   static void sequence_parallel_rules(const Context& ctx, Diagnostics& diags) {

@@ -117,6 +117,9 @@ struct DeploymentConfig {
   std::string decode_attention_backend;      // level 3 for the LLM `decode` role
   std::string mm_attention_backend;          // level 4 for multimodal components
   std::string kv_cache_dtype = "auto";
+  // SGLang's --page-size: the page size of every paged KV cache the profile
+  // declares (LLM decoders); nullopt: PagedKv's default.
+  std::optional<int> page_size;
   // The degrees as resolved: the flag parser (parse_deployment_args) applies
   // the engine's rule that --sp-degree N alone means ulysses_degree = N.
   int ring_degree = 1;
