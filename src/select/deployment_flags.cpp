@@ -23,6 +23,11 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
                  "KV cache page size of the paged (LLM) layers, in tokens (default: " + std::to_string(PagedKv{}.page_size) +
                      "; SGLang's default depends on its backend)");
   add_parallel_flags(app, flags);
+  app.add_option("--tp-size,--tensor-parallel-size,--tp", c.tp_size,
+                 "tensor parallel size: each rank runs heads / N of an LLM's attention heads")->capture_default_str();
+  app.add_option("--dp-size,--data-parallel-size,--dp", c.dp_size,
+                 "data parallel size: under --enable-dp-attention the attention TP size is tp / dp")->capture_default_str();
+  app.add_flag("--enable-dp-attention", c.enable_dp_attention, "data parallel attention (attention TP size = tp / dp)");
   app.add_flag("--enable-torch-compile", c.enable_torch_compile, "torch.compile is on");
   app.add_flag("--enable-breakable-cuda-graph", c.enable_breakable_cuda_graph, "breakable CUDA graphs are on");
   app.add_option("--attention-backend-override", c.attention_backend_override,

@@ -19,8 +19,9 @@ struct DeploymentFlags {
 };
 
 // Registers --model, --platform, --dtype, the backend flags, --page-size, the
-// parallel degrees, the torch.compile / CUDA-graph switches and the request
-// flags (--attention-backend-override, --skip-softmax-params) on `app`.
+// parallel degrees and sizes (sequence and tensor parallelism), the
+// torch.compile / CUDA-graph switches, the request flags
+// (--attention-backend-override, --skip-softmax-params) on `app`.
 void add_deployment_flags(CLI::App& app, DeploymentFlags& flags);
 // Registers only --ring-degree, --ulysses-degree and --sp-degree (`attnkit run`).
 void add_parallel_flags(CLI::App& app, DeploymentFlags& flags);

@@ -69,13 +69,18 @@ Level level_at(int i) { return static_cast<Level>(i + 1); }
 
 using LevelRequests = std::array<Request, kLevels - 1>;  // levels 1..6
 
-// The call the deployment makes for layer (c, r): the profile's shape under
-// the deployment's dtypes and page size.
+// The call one rank of the deployment makes for layer (c, r): the profile's
+// shape under the deployment's dtypes, page size and tensor parallelism.
 Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec& r) {
   Problem p = r.problem();
   p.dtype = ctx.dtype;
   if (c.llm && ctx.kv_dtype && *ctx.kv_dtype != ctx.dtype) p.kv_dtype = ctx.kv_dtype;
   if (p.paged_kv && ctx.config.page_size) p.paged_kv->page_size = *ctx.config.page_size;
+  if (ctx.attention_tp > 1)  // context() refused a split that does not work
+    if (const auto rank = dist::tensor_parallel_heads(ctx.attention_tp, r.heads, r.kv_heads, layer_name(c, r))) {
+      p.heads_q = rank->heads;
+      p.heads_kv = rank->kv_heads;
+    }
   return p;
 }
 
@@ -355,13 +360,15 @@ struct Engine::Impl {
       diags.add(unknown_backend(ctx.force, ctx.registry));
     parse_requests(ctx, diags);
     sequence_parallel_rules(ctx, diags);
-    page_size_rules(ctx, diags);
+    kv_cache_and_tensor_parallel_rules(ctx, diags);
     if (!diags.ok()) return std::nullopt;
     return ctx;
   }
 
-  // SGLang's --page-size: the page size of the paged layers.
-  static void page_size_rules(const Context& ctx, Diagnostics& diags) {
+  // SGLang's --page-size and tensor parallelism: the page size of the paged
+  // layers, and the attention TP size that splits the heads of every component
+  // of an LLM profile (decoders and vision towers alike, as SGLang shards them).
+  static void kv_cache_and_tensor_parallel_rules(Context& ctx, Diagnostics& diags) {
     const DeploymentConfig& cfg = ctx.config;
     const Profile& prof = ctx.profile;
     if (cfg.page_size) {
@@ -374,6 +381,23 @@ struct Engine::Impl {
       else if (!paged)
         diags.add("AK3008", {{"source", flag}, {"why", "model " + prof.name + " has no paged KV cache"}});
     }
+    const auto tp = dist::attention_tp_size(cfg.tp_size, cfg.dp_size, cfg.enable_dp_attention);
+    if (!tp) {
+      diags.append(tp.diagnostics());
+      return;
+    }
+    if (*tp == 1) return;
+    if (!prof.is_llm()) {
+      diags.add("AK3008", {{"source", "--tp-size " + std::to_string(cfg.tp_size)},
+                           {"why", "model " + prof.name + " is not an LLM (check models the tensor parallelism of LLM attention)"}});
+      return;
+    }
+    ctx.attention_tp = *tp;
+    for (const ComponentSpec& c : prof.components)
+      for (const RoleSpec& r : c.roles)
+        if (r.layers > 0)
+          if (auto rank = dist::tensor_parallel_heads(*tp, r.heads, r.kv_heads, layer_name(c, r)); !rank)
+            diags.append(rank.diagnostics());
   }
 
   static void sequence_parallel_rules(const Context& ctx, Diagnostics& diags) {

@@ -286,6 +286,12 @@ const std::vector<CodeCase>& cases() {
          return prepare({.model = "wan", .platform = "cuda:sm90", .ring_degree = 2}, {"sparge_attn", std::nullopt});
        }},
       {"AK5005", "ring degree 0", [] { return of(check({.model = "wan", .platform = "cuda:sm90", .ring_degree = 0})); }},
+      {"AK5013", "tensor parallelism of 6 over 32 q heads", [] {
+         return of(check({.model = "llama", .platform = "cuda:sm90", .tp_size = 6}));
+       }},
+      {"AK5014", "DP attention over a dp size that does not divide tp", [] {
+         return of(check({.model = "llama", .platform = "cuda:sm90", .tp_size = 8, .dp_size = 3, .enable_dp_attention = true}));
+       }},
       {"AK5006", "flux under Ulysses", [] { return of(check({.model = "flux", .platform = "cuda:sm90", .ulysses_degree = 2})); }},
       {"AK5007", "4 ranks for ring 2 x ulysses 1", [] { return dist::check_world_size({2, 1, 0}, 4); }},
       {"AK5008", "a paged KV cache under ring attention", [] {

@@ -125,6 +125,11 @@ struct DeploymentConfig {
   int ring_degree = 1;
   int ulysses_degree = 1;
   std::optional<int> sp_degree;      // default: ring_degree * ulysses_degree
+  // SGLang's tensor parallelism of an LLM profile's attention: each layer's
+  // Problem is one rank's heads (dist::attention_tp_size, dist::tensor_parallel_heads).
+  int tp_size = 1;
+  int dp_size = 1;
+  bool enable_dp_attention = false;
   bool enable_torch_compile = false;
   bool enable_breakable_cuda_graph = false;
   // A per-request override to validate offline (design 2.2): `check` prepares
