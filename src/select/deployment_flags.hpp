@@ -21,11 +21,13 @@ struct DeploymentFlags {
 // Registers --model, --platform, --dtype, the backend flags, --page-size, the
 // parallel degrees and sizes (sequence and tensor parallelism), the
 // torch.compile / CUDA-graph switches, the request flags
-// (--attention-backend-override, --skip-softmax-params) on `app`.
+// (--attention-backend-override, --skip-softmax-params) and the SGLang server
+// flags that do not change attention selection (accepted, listed by AK3023) on `app`.
 void add_deployment_flags(CLI::App& app, DeploymentFlags& flags);
 // Registers only --ring-degree, --ulysses-degree and --sp-degree (`attnkit run`).
 void add_parallel_flags(CLI::App& app, DeploymentFlags& flags);
-// Copies --sp-degree and --page-size into the config when they were given on `app`.
+// Copies --sp-degree and --page-size into the config when they were given on
+// `app`, and names the ignored SGLang flags that were.
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags);
 
 // Parses engine flags (no program name) into a config; a bad flag is AK3107.

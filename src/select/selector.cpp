@@ -544,6 +544,7 @@ const CheckResult& Engine::build() {
   Diagnostics diags;
   if (config_.model.empty() && !profile_) diags.add("AK3015", {});
   else diags.append(profile_error_);
+  if (!config_.ignored_flags.empty()) diags.add("AK3023", {{"flags", join(config_.ignored_flags)}});
   if (config_.platform.empty()) {
     result_.platform = detect_local_platform();
   } else if (auto plat = parse_platform(config_.platform)) {

@@ -166,6 +166,10 @@ const std::vector<CodeCase>& cases() {
        }},
       {"AK3021", "sliding_tile_attn run without the request's step", [] { return run_sta_video(-1, 0); }},
       {"AK3022", "a page size of no token", [] { return of(check({.model = "llama", .platform = "cuda:sm90", .page_size = 0})); }},
+      {"AK3023", "SGLang serving flags in a check", [] {
+         auto c = parse_deployment_args({"--model", "llama", "--platform", "cuda:sm90", "--port", "30000"});
+         return c ? of(check(*c)) : c.diagnostics();
+       }},
       {"AK3108", "a mask strategy file that is not step_layer_head: [t, h, w]", [] {
          DeploymentConfig c = sta_video();
          c.attention_backend_config = "mask_strategy_file_path=" + sta_mask_file() + ",tile_size=2,4,4";

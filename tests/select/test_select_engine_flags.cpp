@@ -1,6 +1,7 @@
-// SGLang's attention flags through `check`'s flag parser: they change each
-// layer's Problem (--page-size, --tp-size, DP attention), and a flag `check`
-// does not know stays AK3107. The CLI and Python run the same cases in
+// SGLang server command lines through `check`'s flag parser: the attention
+// flags change each layer's Problem (--page-size, --tp-size, DP attention),
+// the serving flags are accepted and named by a note (AK3023), and a flag
+// known neither way stays AK3107. The CLI and Python run the same cases in
 // fidelity_cases.json; here, what the JSON does not show (the per-rank Problem).
 #include "select/deployment_flags.hpp"
 #include "attnkit/dist/sequence_parallel.hpp"
@@ -18,12 +19,41 @@ DeploymentConfig parsed(const std::vector<std::string>& args) {
   return c ? *c : DeploymentConfig{};
 }
 
+// A server command line as SGLang's docs write them, after the model's name.
+const std::vector<std::string> kServerLine = {
+    "--model", "llama", "--platform", "cuda:sm90", "--model-path", "meta-llama/Llama-3.1-8B-Instruct",
+    "--host", "0.0.0.0", "--port", "30000", "--api-key", "do-not-echo", "--trust-remote-code",
+    "--mem-fraction-static", "0.85", "--max-running-requests", "256", "--chunked-prefill-size", "8192",
+    "--context-length", "32768", "--disable-radix-cache", "--pipeline-parallel-size", "1",
+    "--tp", "2", "--page-size", "32", "--attention-backend", "fa3"};
+
+TEST(SelectEngineFlags, AServerCommandLineChecks) {
+  const DeploymentConfig c = parsed(kServerLine);
+  EXPECT_EQ(c.tp_size, 2);
+  EXPECT_EQ(c.page_size, 32);
+  EXPECT_EQ(c.ignored_flags,
+            (std::vector<std::string>{"--model-path", "--trust-remote-code", "--context-length", "--host", "--port",
+                                      "--api-key", "--mem-fraction-static", "--max-running-requests",
+                                      "--chunked-prefill-size", "--disable-radix-cache", "--pp-size"}));
+  const CheckResult r = check_deployment(c);
+  EXPECT_TRUE(r.ok) << r.diagnostics.summary();
+  ASSERT_TRUE(r.diagnostics.has_code("AK3023"));
+  EXPECT_EQ(r.diagnostics.summary().find("do-not-echo"), std::string::npos);  // names only, never values
+  const Decision* decode = find(r, "decoder", "decode");
+  ASSERT_NE(decode, nullptr);
+  EXPECT_EQ(decode->backend, "fa3");
+  EXPECT_EQ(decode->problem.paged_kv->page_size, 32);
+  EXPECT_EQ(decode->problem.heads_q, 16);
+  EXPECT_EQ(decode->problem.heads_kv, 4);
+}
+
 TEST(SelectEngineFlags, AliasesAndUnknownFlags) {
   for (const char* tp : {"--tp-size", "--tensor-parallel-size", "--tp"})
     EXPECT_EQ(parsed({"--model", "llama", tp, "4"}).tp_size, 4) << tp;
   for (const char* dp : {"--dp-size", "--data-parallel-size", "--dp"})
     EXPECT_EQ(parsed({"--model", "llama", dp, "4"}).dp_size, 4) << dp;
   EXPECT_FALSE(parsed({"--model", "llama"}).page_size.has_value());  // PagedKv's default stays
+  EXPECT_TRUE(parsed({"--model", "llama"}).ignored_flags.empty());
   // Flags that could change attention and that check does not model stay refused.
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--model", "llama", "--speculative-algorithm", "EAGLE"},

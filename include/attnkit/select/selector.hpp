@@ -142,6 +142,9 @@ struct DeploymentConfig {
   // components), and ATTNKIT_MM_ATTENTION_BACKEND, then
   // SGLANG_MM_ATTENTION_BACKEND (multimodal components).
   bool read_environment = true;
+  // Engine flags the parser accepted that do not change attention selection
+  // (SGLang's serving flags, e.g. "--port"), names only: a note (AK3023) lists them.
+  std::vector<std::string> ignored_flags;
 };
 
 struct Rejection {
