@@ -92,6 +92,15 @@ def check_cases():
         for value in BAD_INTS + ["65536"]:
             cases.append(base + [flag, value])
     cases.append(base + ["--ring-degree", "65536", "--ulysses-degree", "65537", "--sp-degree", "65536"])
+    # SGLang's KV cache page size and tensor / data parallel sizes, on an LLM.
+    llm = ["check", "--model", "llama", "--platform", "cuda:sm90"]
+    for flag in ("--page-size", "--tp-size", "--dp-size"):
+        for value in BAD_INTS + ["65537", "3"]:
+            cases.append(llm + [flag, value])
+        cases.append(llm + [flag])  # the value is missing
+    cases.append(llm + ["--tp-size", "2147483647", "--dp-size", "2147483647", "--enable-dp-attention"])
+    cases.append(llm + ["--enable-dp-attention", "--tp-size", "8", "--dp-size", "3"])
+    cases.append(llm + ["--model-path", "", "--port", "-1", "--api-key", "x" * 5000])  # ignored: values unread
     for config in ("/dev/zero", "/tmp", "/nonexistent.json", FILES["deep.json"], FILES["deep.yaml"], FILES["key.yaml"],
                    FILES["huge_number.json"], FILES["big_int.json"], '{"topk": 1e400}', '{"topk": ' + "[" * 5000,
                    "topk=", "=1", "topk=1,topk=2", "dense_layers=0-2147483647", "{", "[1]"):
@@ -191,6 +200,9 @@ CHECK_FLAG_SETS = [
     ["--model", "wan", "--platform", "cpu", "--attention-backend-config", "/dev/zero"],
     ["--model", "wan", "--platform", "cpu", "--attention-backend-config", '{"topk": 1e400}'],
     ["--platform", "cpu"],
+    ["--model", "llama", "--platform", "cuda:sm90", "--tp", "6", "--page-size", "0"],
+    ["--model", "llama", "--platform", "cuda:sm90", "--port", "30000", "--tp", "8", "--page-size", "1"],
+    ["--model", "llama", "--speculative-algorithm", "EAGLE"],
 ]
 
 

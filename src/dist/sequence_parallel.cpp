@@ -3,9 +3,11 @@
 // so every rank reaches the same verdict without communicating.
 #include "attnkit/dist/sequence_parallel.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace attnkit::dist {
 
@@ -29,6 +31,47 @@ Diagnostics check_ulysses_heads(int ulysses_degree, int heads, int kv_heads, std
   if (ulysses_degree <= 1 || (heads % ulysses_degree == 0 && kv_heads % ulysses_degree == 0)) return {};
   return diagnose("AK5002", {{"ulysses", std::to_string(ulysses_degree)}, {"layer", std::string(layer)},
                              {"heads", std::to_string(heads)}, {"kv_heads", std::to_string(kv_heads)}});
+}
+
+Result<int> attention_tp_size(int tp_size, int dp_size, bool dp_attention) {
+  Diagnostics out;
+  for (const auto& [flag, value] : {std::pair<std::string, int>{"--tp-size", tp_size}, {"--dp-size", dp_size}})
+    if (value < 1) out.add("AK5005", {{"flag", flag}, {"value", std::to_string(value)}});
+  if (!out.ok()) return out;
+  if (!dp_attention) return tp_size;  // plain data parallelism replicates the whole model
+  if (tp_size % dp_size != 0)
+    return diagnose("AK5014", {{"tp", std::to_string(tp_size)}, {"dp", std::to_string(dp_size)}});
+  return tp_size / dp_size;
+}
+
+namespace {
+
+// SGLang's split of the kv heads: kv_heads / tp when tp divides them, one per
+// rank when tp is a multiple of them (each kv head replicated tp / kv_heads times).
+bool kv_heads_split(int tp, int kv_heads) {
+  return kv_heads >= 1 && (kv_heads >= tp ? kv_heads % tp == 0 : tp % kv_heads == 0);
+}
+
+}  // namespace
+
+Result<RankHeads> tensor_parallel_heads(int tp, int heads, int kv_heads, std::string_view layer) {
+  if (tp < 1) return diagnose("AK5005", {{"flag", "--tp-size"}, {"value", std::to_string(tp)}});
+  if (heads % tp == 0 && kv_heads_split(tp, kv_heads)) return RankHeads{heads / tp, std::max(1, kv_heads / tp)};
+  // The sizes that work are divisors of the q heads: found in pairs up to sqrt(heads).
+  std::vector<int> sizes;
+  for (int t = 1; t <= heads / t; ++t)
+    if (heads % t == 0)
+      for (int d : {t, heads / t})
+        if (kv_heads_split(d, kv_heads) && std::find(sizes.begin(), sizes.end(), d) == sizes.end()) sizes.push_back(d);
+  std::sort(sizes.begin(), sizes.end());
+  std::string valid;
+  for (int d : sizes) valid += (valid.empty() ? "" : ", ") + std::to_string(d);
+  const std::string why = heads % tp != 0 ? std::to_string(heads) + " q heads are not a multiple of " + std::to_string(tp)
+                                          : std::to_string(kv_heads) + " kv heads neither split into " +
+                                                std::to_string(tp) + " parts nor replicate over them";
+  return diagnose("AK5013", {{"tp", std::to_string(tp)}, {"layer", std::string(layer)},
+                             {"heads", std::to_string(heads)}, {"kv_heads", std::to_string(kv_heads)},
+                             {"why", why}, {"valid", valid.empty() ? "none" : valid}});
 }
 
 Diagnostics check_world_size(const SequenceParallel& sp, int world_size) {

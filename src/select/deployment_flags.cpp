@@ -4,6 +4,42 @@
 
 namespace attnkit::select {
 
+namespace {
+
+// SGLang server flags (python/sglang/srt/server_args.py) that `check` accepts
+// so that a pasted server command line checks, and ignores: serving, logging,
+// tokenizer and model loading, memory and scheduling, CUDA-graph batch sizes,
+// the multi-node launch, weight quantization (the KV cache's dtype is
+// --kv-cache-dtype), and the parallelism that splits layers or experts, not
+// attention heads (pipeline, expert). None changes which kernel an attention
+// layer runs or its shape on a rank. Flags that can (speculative decoding,
+// deterministic inference, --device) are not here: they stay unknown (AK3107).
+struct IgnoredFlag {
+  const char* names;  // CLI11 spelling: "--a,--b" for aliases
+  bool takes_value;
+};
+constexpr IgnoredFlag kIgnoredSglangFlags[] = {
+    {"--model-path", true}, {"--tokenizer-path", true}, {"--tokenizer-mode", true}, {"--revision", true},
+    {"--load-format", true}, {"--trust-remote-code", false}, {"--skip-tokenizer-init", false},
+    {"--served-model-name", true}, {"--chat-template", true}, {"--context-length", true}, {"--quantization", true},
+    {"--reasoning-parser", true}, {"--tool-call-parser", true},
+    {"--host", true}, {"--port", true}, {"--api-key", true}, {"--log-level", true}, {"--log-requests", false},
+    {"--enable-metrics", false}, {"--enable-cache-report", false},
+    {"--mem-fraction-static", true}, {"--max-running-requests", true}, {"--max-queued-requests", true},
+    {"--max-total-tokens", true}, {"--chunked-prefill-size", true}, {"--max-prefill-tokens", true},
+    {"--schedule-policy", true}, {"--schedule-conservativeness", true}, {"--disable-radix-cache", false},
+    {"--enable-mixed-chunk", false}, {"--disable-overlap-schedule", false}, {"--stream-interval", true},
+    {"--watchdog-timeout", true}, {"--random-seed", true},
+    {"--disable-cuda-graph", false}, {"--cuda-graph-max-bs", true}, {"--torch-compile-max-bs", true},
+    {"--nnodes", true}, {"--node-rank", true}, {"--dist-init-addr", true}, {"--nccl-port", true},
+    {"--dist-timeout", true}, {"--base-gpu-id", true}, {"--enable-p2p-check", false},
+    {"--disable-custom-all-reduce", false}, {"--load-balance-method", true},
+    {"--pp-size,--pipeline-parallel-size", true}, {"--ep-size,--expert-parallel-size", true},
+};
+constexpr const char* kIgnoredGroup = "SGLang server flags that do not change attention selection (accepted, ignored)";
+
+}  // namespace
+
 void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   DeploymentConfig& c = flags.config;
   app.add_option("--model", c.model, "shipped profile name or PATH.yaml")->required();
@@ -19,13 +55,25 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   app.add_option("--decode-attention-backend", c.decode_attention_backend, "LLM decode backend");
   app.add_option("--mm-attention-backend", c.mm_attention_backend, "vision tower backend");
   app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "KV cache dtype (auto: the activation dtype)")->capture_default_str();
+  app.add_option("--page-size", flags.page_size,
+                 "KV cache page size of the paged (LLM) layers, in tokens (default: " + std::to_string(PagedKv{}.page_size) +
+                     "; SGLang's default depends on its backend)");
   add_parallel_flags(app, flags);
+  app.add_option("--tp-size,--tensor-parallel-size,--tp", c.tp_size,
+                 "tensor parallel size: each rank runs heads / N of an LLM's attention heads")->capture_default_str();
+  app.add_option("--dp-size,--data-parallel-size,--dp", c.dp_size,
+                 "data parallel size: under --enable-dp-attention the attention TP size is tp / dp")->capture_default_str();
+  app.add_flag("--enable-dp-attention", c.enable_dp_attention, "data parallel attention (attention TP size = tp / dp)");
   app.add_flag("--enable-torch-compile", c.enable_torch_compile, "torch.compile is on");
   app.add_flag("--enable-breakable-cuda-graph", c.enable_breakable_cuda_graph, "breakable CUDA graphs are on");
   app.add_option("--attention-backend-override", c.attention_backend_override,
                  "validate a per-request override: a backend name, or none");
   app.add_option("--skip-softmax-params", c.skip_softmax_params,
                  "request-scoped skip-softmax: threshold_scale_factor, start_step (JSON/YAML file, JSON string or k=v)");
+  const std::string ignored = "SGLang server flag";
+  for (const IgnoredFlag& f : kIgnoredSglangFlags)
+    (f.takes_value ? app.add_option(f.names, ignored)->type_name("VALUE") : app.add_flag(f.names, ignored))
+        ->group(kIgnoredGroup);
 }
 
 void add_parallel_flags(CLI::App& app, DeploymentFlags& flags) {
@@ -37,12 +85,23 @@ void add_parallel_flags(CLI::App& app, DeploymentFlags& flags) {
 }
 
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags) {
-  if (app.count("--sp-degree") == 0) return;
   DeploymentConfig& c = flags.config;
+  // `attnkit run` registers the parallel flags alone.
+  auto given = [&](const std::string& name) {
+    const CLI::Option* o = app.get_option_no_throw(name);
+    return o != nullptr && o->count() > 0;
+  };
+  if (given("--page-size")) c.page_size = flags.page_size;
+  // Names only: values such as --api-key's stay out of the note.
+  for (const IgnoredFlag& f : kIgnoredSglangFlags) {
+    const std::string first = std::string(f.names).substr(0, std::string_view(f.names).find(','));
+    if (given(first)) c.ignored_flags.push_back(first);
+  }
+  if (!given("--sp-degree")) return;
   c.sp_degree = flags.sp_degree;
   // As the engine does: --sp-degree N with neither ring nor Ulysses given
   // means Ulysses = N (then the Ulysses rules apply to N).
-  if (app.count("--ring-degree") == 0 && app.count("--ulysses-degree") == 0 && flags.sp_degree != 1)
+  if (!given("--ring-degree") && !given("--ulysses-degree") && flags.sp_degree != 1)
     c.ulysses_degree = flags.sp_degree;
 }
 

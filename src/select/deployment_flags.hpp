@@ -9,20 +9,25 @@
 
 namespace attnkit::select {
 
-// Flags as parsed; `sp_degree` stays 0 unless --sp-degree was given.
+// Flags as parsed; `sp_degree` and `page_size` are copied into the config
+// only when given.
 struct DeploymentFlags {
   DeploymentConfig config;
   int sp_degree = 0;
+  int page_size = 0;
   std::string format = "text";
 };
 
-// Registers --model, --platform, --dtype, the backend flags, the parallel
-// degrees, the torch.compile / CUDA-graph switches and the request flags
-// (--attention-backend-override, --skip-softmax-params) on `app`.
+// Registers --model, --platform, --dtype, the backend flags, --page-size, the
+// parallel degrees and sizes (sequence and tensor parallelism), the
+// torch.compile / CUDA-graph switches, the request flags
+// (--attention-backend-override, --skip-softmax-params) and the SGLang server
+// flags that do not change attention selection (accepted, listed by AK3023) on `app`.
 void add_deployment_flags(CLI::App& app, DeploymentFlags& flags);
 // Registers only --ring-degree, --ulysses-degree and --sp-degree (`attnkit run`).
 void add_parallel_flags(CLI::App& app, DeploymentFlags& flags);
-// Copies --sp-degree into the config when it was given on `app`.
+// Copies --sp-degree and --page-size into the config when they were given on
+// `app`, and names the ignored SGLang flags that were.
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags);
 
 // Parses engine flags (no program name) into a config; a bad flag is AK3107.

@@ -70,7 +70,7 @@ Problem RoleSpec::problem() const {
   p.head_dim_qk = head_dim;
   p.head_dim_v = head_dim_v;
   p.mask = mask;
-  if (paged_kv) p.paged_kv = PagedKv{16};
+  if (paged_kv) p.paged_kv = PagedKv{};  // the engine's --page-size replaces the default (make_problem)
   p.video = video;
   return p;
 }

@@ -42,6 +42,7 @@ struct Context {
   Overrides overrides;
   EngineDefaults engine_default;
   std::string force;  // level 2
+  int attention_tp = 1;  // ranks that split each layer's heads (1: none, or not an LLM profile)
 };
 
 inline std::string layer_name(const ComponentSpec& c, const RoleSpec& r) { return c.name + "." + r.name; }

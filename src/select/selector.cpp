@@ -61,15 +61,26 @@ std::string_view level_name(Level l) {
 namespace {
 
 constexpr int kLevels = 7;
+// The largest --page-size accepted: SGLang's pages are 1 to a few hundred
+// tokens; a page past 64k tokens is a typo, not a cache layout.
+constexpr int kMaxPageSize = 1 << 16;
 int index_of(Level l) { return static_cast<int>(l) - 1; }
 Level level_at(int i) { return static_cast<Level>(i + 1); }
 
 using LevelRequests = std::array<Request, kLevels - 1>;  // levels 1..6
 
+// The call one rank of the deployment makes for layer (c, r): the profile's
+// shape under the deployment's dtypes, page size and tensor parallelism.
 Problem make_problem(const Context& ctx, const ComponentSpec& c, const RoleSpec& r) {
   Problem p = r.problem();
   p.dtype = ctx.dtype;
   if (c.llm && ctx.kv_dtype && *ctx.kv_dtype != ctx.dtype) p.kv_dtype = ctx.kv_dtype;
+  if (p.paged_kv && ctx.config.page_size) p.paged_kv->page_size = *ctx.config.page_size;
+  if (ctx.attention_tp > 1)  // context() refused a split that does not work
+    if (const auto rank = dist::tensor_parallel_heads(ctx.attention_tp, r.heads, r.kv_heads, layer_name(c, r))) {
+      p.heads_q = rank->heads;
+      p.heads_kv = rank->kv_heads;
+    }
   return p;
 }
 
@@ -349,8 +360,44 @@ struct Engine::Impl {
       diags.add(unknown_backend(ctx.force, ctx.registry));
     parse_requests(ctx, diags);
     sequence_parallel_rules(ctx, diags);
+    kv_cache_and_tensor_parallel_rules(ctx, diags);
     if (!diags.ok()) return std::nullopt;
     return ctx;
+  }
+
+  // SGLang's --page-size and tensor parallelism: the page size of the paged
+  // layers, and the attention TP size that splits the heads of every component
+  // of an LLM profile (decoders and vision towers alike, as SGLang shards them).
+  static void kv_cache_and_tensor_parallel_rules(Context& ctx, Diagnostics& diags) {
+    const DeploymentConfig& cfg = ctx.config;
+    const Profile& prof = ctx.profile;
+    if (cfg.page_size) {
+      const std::string flag = "--page-size " + std::to_string(*cfg.page_size);
+      bool paged = false;
+      for (const ComponentSpec& c : prof.components)
+        for (const RoleSpec& r : c.roles) paged |= r.layers > 0 && r.paged_kv;
+      if (*cfg.page_size < 1 || *cfg.page_size > kMaxPageSize)
+        diags.add("AK3022", {{"value", std::to_string(*cfg.page_size)}, {"limit", std::to_string(kMaxPageSize)}});
+      else if (!paged)
+        diags.add("AK3008", {{"source", flag}, {"why", "model " + prof.name + " has no paged KV cache"}});
+    }
+    const auto tp = dist::attention_tp_size(cfg.tp_size, cfg.dp_size, cfg.enable_dp_attention);
+    if (!tp) {
+      diags.append(tp.diagnostics());
+      return;
+    }
+    if (*tp == 1) return;
+    if (!prof.is_llm()) {
+      diags.add("AK3008", {{"source", "--tp-size " + std::to_string(cfg.tp_size)},
+                           {"why", "model " + prof.name + " is not an LLM (check models the tensor parallelism of LLM attention)"}});
+      return;
+    }
+    ctx.attention_tp = *tp;
+    for (const ComponentSpec& c : prof.components)
+      for (const RoleSpec& r : c.roles)
+        if (r.layers > 0)
+          if (auto rank = dist::tensor_parallel_heads(*tp, r.heads, r.kv_heads, layer_name(c, r)); !rank)
+            diags.append(rank.diagnostics());
   }
 
   static void sequence_parallel_rules(const Context& ctx, Diagnostics& diags) {
@@ -497,6 +544,7 @@ const CheckResult& Engine::build() {
   Diagnostics diags;
   if (config_.model.empty() && !profile_) diags.add("AK3015", {});
   else diags.append(profile_error_);
+  if (!config_.ignored_flags.empty()) diags.add("AK3023", {{"flags", join(config_.ignored_flags)}});
   if (config_.platform.empty()) {
     result_.platform = detect_local_platform();
   } else if (auto plat = parse_platform(config_.platform)) {

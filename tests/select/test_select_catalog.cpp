@@ -165,6 +165,11 @@ const std::vector<CodeCase>& cases() {
                           .platform = "cuda:sm90", .attention_backend = "sparge_attn"}));
        }},
       {"AK3021", "sliding_tile_attn run without the request's step", [] { return run_sta_video(-1, 0); }},
+      {"AK3022", "a page size of no token", [] { return of(check({.model = "llama", .platform = "cuda:sm90", .page_size = 0})); }},
+      {"AK3023", "SGLang serving flags in a check", [] {
+         auto c = parse_deployment_args({"--model", "llama", "--platform", "cuda:sm90", "--port", "30000"});
+         return c ? of(check(*c)) : c.diagnostics();
+       }},
       {"AK3108", "a mask strategy file that is not step_layer_head: [t, h, w]", [] {
          DeploymentConfig c = sta_video();
          c.attention_backend_config = "mask_strategy_file_path=" + sta_mask_file() + ",tile_size=2,4,4";
@@ -285,6 +290,12 @@ const std::vector<CodeCase>& cases() {
          return prepare({.model = "wan", .platform = "cuda:sm90", .ring_degree = 2}, {"sparge_attn", std::nullopt});
        }},
       {"AK5005", "ring degree 0", [] { return of(check({.model = "wan", .platform = "cuda:sm90", .ring_degree = 0})); }},
+      {"AK5013", "tensor parallelism of 6 over 32 q heads", [] {
+         return of(check({.model = "llama", .platform = "cuda:sm90", .tp_size = 6}));
+       }},
+      {"AK5014", "DP attention over a dp size that does not divide tp", [] {
+         return of(check({.model = "llama", .platform = "cuda:sm90", .tp_size = 8, .dp_size = 3, .enable_dp_attention = true}));
+       }},
       {"AK5006", "flux under Ulysses", [] { return of(check({.model = "flux", .platform = "cuda:sm90", .ulysses_degree = 2})); }},
       {"AK5007", "4 ranks for ring 2 x ulysses 1", [] { return dist::check_world_size({2, 1, 0}, 4); }},
       {"AK5008", "a paged KV cache under ring attention", [] {

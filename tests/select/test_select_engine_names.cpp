@@ -83,8 +83,11 @@ const std::vector<NameCase>& cases() {
         Valid{engine("llama", "cuda:sm100", "trtllm_mha"), "decoder", "decode", "trtllm_mha"});
     add("trtllm_mha", engine("llama", "cuda:sm120", "trtllm_mha"), {"AK2103"}, std::nullopt);
     add("dual_chunk_flash_attn", engine("llama", "cuda:sm90", "dual_chunk_flash_attn"), {"AK4009"}, std::nullopt);
-    // hpc_ops: the profiles model 16-token pages; the kernels need 64 (and 4 or 8 query heads per KV head).
-    add("hpc_ops", engine("llama", "cuda:sm90", "hpc_ops"), {"AK2123"}, std::nullopt);
+    // hpc_ops: the kernels need 64-token pages (SGLang's --page-size 64; 16 when none is given) and 4 or 8
+    // query heads per KV head.
+    DeploymentConfig hpc_ops_pages_64 = engine("llama", "cuda:sm90", "hpc_ops");
+    hpc_ops_pages_64.page_size = 64;
+    add("hpc_ops", engine("llama", "cuda:sm90", "hpc_ops"), {"AK2123"}, Valid{hpc_ops_pages_64, "decoder", "decode", "hpc_ops"});
     add("hpc_ops", engine("glm-dsa", "cuda:sm90", "hpc_ops"), {"AK2122", "AK2105"}, std::nullopt);
     add("hpc_ops", engine("llama", "cuda:sm100", "hpc_ops"), {"AK2103"}, std::nullopt);
     for (const char* n : {"minicpm_flashattn", "minicpm_flashinfer"})

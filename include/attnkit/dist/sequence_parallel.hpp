@@ -31,6 +31,20 @@ Diagnostics check_world_size(const SequenceParallel& sp, int world_size);
 // Everything above plus what the problem must be for sequence parallelism (AK5008).
 Diagnostics check_sequence_parallel(const Problem& global, const SequenceParallel& sp, int world_size);
 
+// Tensor parallelism of an LLM's attention, as SGLang lays it out (the engine
+// flags --tp-size, --dp-size, --enable-dp-attention). The attention TP size is
+// tp_size, or tp_size / dp_size under DP attention (dp_size must divide it:
+// AK5014); sizes below 1 are AK5005.
+Result<int> attention_tp_size(int tp_size, int dp_size, bool dp_attention);
+// One rank's heads: heads / tp q heads, and kv_heads / tp kv heads, or one
+// replicated kv head when tp exceeds kv_heads. AK5013 (naming the sizes that
+// work) when tp does not divide the q heads, or neither divides nor is a
+// multiple of the kv heads.
+struct RankHeads {
+  int heads = 1, kv_heads = 1;
+};
+Result<RankHeads> tensor_parallel_heads(int tp, int heads, int kv_heads, std::string_view layer);
+
 struct SequenceParallelStats {
   int hops = 0;           // ring hops run (1 without ring)
   int calls = 0;          // inner attention calls made

@@ -46,7 +46,7 @@ struct RoleSpec {
   std::vector<std::string> weights_need;
 
   // The role's representative attention call: batch 1, seqlen keys, seqlen_q
-  // queries (seqlen when 0), pages of 16 for a paged cache, bf16.
+  // queries (seqlen when 0), PagedKv's default page size for a paged cache, bf16.
   Problem problem() const;
 };
 

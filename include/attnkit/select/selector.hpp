@@ -117,11 +117,19 @@ struct DeploymentConfig {
   std::string decode_attention_backend;      // level 3 for the LLM `decode` role
   std::string mm_attention_backend;          // level 4 for multimodal components
   std::string kv_cache_dtype = "auto";
+  // SGLang's --page-size: the page size of every paged KV cache the profile
+  // declares (LLM decoders); nullopt: PagedKv's default.
+  std::optional<int> page_size;
   // The degrees as resolved: the flag parser (parse_deployment_args) applies
   // the engine's rule that --sp-degree N alone means ulysses_degree = N.
   int ring_degree = 1;
   int ulysses_degree = 1;
   std::optional<int> sp_degree;      // default: ring_degree * ulysses_degree
+  // SGLang's tensor parallelism of an LLM profile's attention: each layer's
+  // Problem is one rank's heads (dist::attention_tp_size, dist::tensor_parallel_heads).
+  int tp_size = 1;
+  int dp_size = 1;
+  bool enable_dp_attention = false;
   bool enable_torch_compile = false;
   bool enable_breakable_cuda_graph = false;
   // A per-request override to validate offline (design 2.2): `check` prepares
@@ -134,6 +142,9 @@ struct DeploymentConfig {
   // components), and ATTNKIT_MM_ATTENTION_BACKEND, then
   // SGLANG_MM_ATTENTION_BACKEND (multimodal components).
   bool read_environment = true;
+  // Engine flags the parser accepted that do not change attention selection
+  // (SGLang's serving flags, e.g. "--port"), names only: a note (AK3023) lists them.
+  std::vector<std::string> ignored_flags;
 };
 
 struct Rejection {
