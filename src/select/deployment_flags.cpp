@@ -45,7 +45,8 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   app.add_option("--model", c.model, "shipped profile name or PATH.yaml")->required();
   app.add_option("--platform", c.platform,
                  "cuda:sm90|cuda:sm80|cuda:sm100|cuda:sm120|cuda:sm75|cuda:sm70|rocm|xpu|musa|mps|npu|cpu (default: this machine)");
-  app.add_option("--dtype", c.dtype, "activation dtype")->capture_default_str();
+  app.add_option("--dtype", c.dtype, "activation dtype (auto, SGLang's default: the checkpoint's, bf16)")
+      ->capture_default_str();
   app.add_option("--attention-backend", c.attention_backend, "engine default backend");
   app.add_option("--attention-backend-config", c.attention_backend_config,
                  "JSON/YAML file, JSON string, or k=v,k2=v2 pairs");

@@ -342,7 +342,9 @@ struct Engine::Impl {
   static std::optional<Context> context(Engine& e, const Profile& prof, const Platform& plat, Diagnostics& diags) {
     const DeploymentConfig& cfg = e.config_;
     Context ctx{*e.registry_, prof, plat, cfg, e.backend_config_, DType::bf16, std::nullopt, {}, {}, {}};
-    if (auto t = parse_dtype(cfg.dtype)) ctx.dtype = *t;
+    // SGLang's default spelling: "auto" is the checkpoint's dtype, bf16 for every shipped profile.
+    if (cfg.dtype == "auto") ctx.dtype = DType::bf16;
+    else if (auto t = parse_dtype(cfg.dtype)) ctx.dtype = *t;
     else diags.add("AK3014", {{"flag", "--dtype"}, {"value", cfg.dtype}});
     if (!cfg.kv_cache_dtype.empty() && cfg.kv_cache_dtype != "auto") {
       if (auto t = parse_dtype(cfg.kv_cache_dtype)) ctx.kv_dtype = *t;

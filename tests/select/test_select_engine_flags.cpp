@@ -25,7 +25,7 @@ const std::vector<std::string> kServerLine = {
     "--host", "0.0.0.0", "--port", "30000", "--api-key", "do-not-echo", "--trust-remote-code",
     "--mem-fraction-static", "0.85", "--max-running-requests", "256", "--chunked-prefill-size", "8192",
     "--context-length", "32768", "--disable-radix-cache", "--pipeline-parallel-size", "1",
-    "--tp", "2", "--page-size", "32", "--attention-backend", "fa3"};
+    "--tp", "2", "--page-size", "32", "--attention-backend", "fa3", "--dtype", "auto"};
 
 TEST(SelectEngineFlags, AServerCommandLineChecks) {
   const DeploymentConfig c = parsed(kServerLine);
