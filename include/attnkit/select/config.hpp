@@ -67,7 +67,7 @@ struct KeySchema {
 struct BackendSchema {
   std::string owner;  // backend name, "skip_softmax", or "model:<profile>"
   std::vector<KeySchema> keys;
-  std::vector<std::pair<std::string, std::string>> exclusive;  // keys that choose between two rules (AK3111)
+  std::vector<std::pair<std::string, std::string>> exclusive = {};  // keys that choose between two rules (AK3111)
   const KeySchema* find(std::string_view key) const;
 };
 
