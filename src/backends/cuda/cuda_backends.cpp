@@ -241,7 +241,7 @@ class CudaAttentionPlan final : public Plan {
   }
 
   std::string backend_;
-  cuda::LaunchFn launch_;
+  [[maybe_unused]] cuda::LaunchFn launch_;  // called only in builds with CUDA
   int alignment_;
   std::string what_;
   SkipKernel skip_;

@@ -12,7 +12,6 @@ using PK = PlatformKind;
 using MK = MaskKind;
 
 constexpr DTypeSet kHalf{DType::f16, DType::bf16};
-constexpr DTypeSet kHalfFp8{DType::f16, DType::bf16, DType::f8e4m3};
 constexpr DTypeSet kHalfF32{DType::f16, DType::bf16, DType::f32};
 const EnumSet<MK> kDenseMasks{MK::none, MK::causal, MK::sliding_window};
 const EnumSet<MK> kAllMasks{MK::none, MK::causal, MK::sliding_window, MK::custom};
