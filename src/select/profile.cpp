@@ -4,7 +4,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
+#include <system_error>
 
 #include "attnkit/select/selector.hpp"
 #include "core/text_file.hpp"
@@ -365,18 +367,26 @@ Result<Profile> parse_profile(std::string_view yaml_text, std::string_view sourc
 Result<Profile> load_profile(std::string_view name_or_path) {
   const std::string name(name_or_path);
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
+  const std::vector<std::string> names = shipped_profile_names();
+  auto unknown = [&](std::string suggestion) {
+    return diagnose("AK4020", {{"name", name}, {"suggestion", std::move(suggestion)}, {"valid", join(names)}});
+  };
   if (is_path) {
     const TextFile file = read_text_file(name);
-    if (!file.text) return diagnose("AK4022", {{"path", name}, {"reason", file.problem}});
-    return parse_profile(*file.text, name);
+    if (file.text) return parse_profile(*file.text, name);
+    // "org/model" that is no file: a checkpoint id, as SGLang's --model (its
+    // --model-path) takes, rather than a profile path with a typo.
+    std::error_code absent;
+    const bool checkpoint_id = !name.ends_with(".yaml") && !name.ends_with(".yml") &&
+                               std::count(name.begin(), name.end(), '/') == 1 && name.front() != '/' &&
+                               name.front() != '.' && name.front() != '~' && !std::filesystem::exists(name, absent);
+    if (checkpoint_id) return unknown(" (a checkpoint id: give it as --model-path and a profile as --model)");
+    return diagnose("AK4022", {{"path", name}, {"reason", file.problem}});
   }
   for (const Profile& p : shipped_profiles())
     if (p.name == name) return p;
-  const std::vector<std::string> names = shipped_profile_names();
   const std::string near = nearest_name(name, names);
-  return diagnose("AK4020", {{"name", name},
-                             {"suggestion", near.empty() ? "" : " (did you mean '" + near + "'?)"},
-                             {"valid", join(names)}});
+  return unknown(near.empty() ? "" : " (did you mean '" + near + "'?)");
 }
 
 }  // namespace attnkit::select

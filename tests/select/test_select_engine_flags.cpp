@@ -112,5 +112,16 @@ TEST(SelectEngineFlags, EachLayerIsOneRanksShare) {
   EXPECT_EQ(find(wan, "transformer", "self")->problem.heads_q, 40);
 }
 
+// SGLang's --model is its --model-path: a checkpoint id there is no profile
+// and no file, and the refusal says where it goes (AK4020, not a missing file).
+TEST(SelectEngineFlags, ACheckpointIdAsModelSaysModelPath) {
+  const CheckResult r = check_deployment(parsed({"--model", "meta-llama/Llama-3.1-8B-Instruct", "--platform", "cuda:sm90"}));
+  EXPECT_FALSE(r.ok);
+  ASSERT_TRUE(r.diagnostics.has_code("AK4020")) << r.diagnostics.summary();
+  EXPECT_NE(r.diagnostics.summary().find("--model-path"), std::string::npos) << r.diagnostics.summary();
+  EXPECT_TRUE(check_deployment(parsed({"--model", "./missing/profile.yaml", "--platform", "cpu"}))
+                  .diagnostics.has_code("AK4022"));
+}
+
 }  // namespace
 }  // namespace attnkit::select
