@@ -367,8 +367,7 @@ Result<Profile> parse_profile(std::string_view yaml_text, std::string_view sourc
 Result<Profile> load_profile(std::string_view name_or_path) {
   const std::string name(name_or_path);
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
-  const std::vector<std::string> names = shipped_profile_names();
-  auto unknown = [&](std::string suggestion) {
+  auto unknown = [&](std::string suggestion, const std::vector<std::string>& names) {
     return diagnose("AK4020", {{"name", name}, {"suggestion", std::move(suggestion)}, {"valid", join(names)}});
   };
   if (is_path) {
@@ -380,13 +379,15 @@ Result<Profile> load_profile(std::string_view name_or_path) {
     const bool checkpoint_id = !name.ends_with(".yaml") && !name.ends_with(".yml") &&
                                std::count(name.begin(), name.end(), '/') == 1 && name.front() != '/' &&
                                name.front() != '.' && name.front() != '~' && !std::filesystem::exists(name, absent);
-    if (checkpoint_id) return unknown(" (a checkpoint id: give it as --model-path and a profile as --model)");
+    if (checkpoint_id)
+      return unknown(" (a checkpoint id: give it as --model-path and a profile as --model)", shipped_profile_names());
     return diagnose("AK4022", {{"path", name}, {"reason", file.problem}});
   }
   for (const Profile& p : shipped_profiles())
     if (p.name == name) return p;
+  const std::vector<std::string> names = shipped_profile_names();
   const std::string near = nearest_name(name, names);
-  return unknown(near.empty() ? "" : " (did you mean '" + near + "'?)");
+  return unknown(near.empty() ? "" : " (did you mean '" + near + "'?)", names);
 }
 
 }  // namespace attnkit::select

@@ -146,9 +146,6 @@ struct SkipKernel {
 #endif
 };
 
-// One CUDA launch: validates the device binding, builds the device params,
-// enqueues on the caller's stream. Allocates nothing, synchronises nothing, so
-// a CUDA graph can capture it.
 // fa3 under causal / window masks hands out its unequal tiles from a counter
 // (sm90/launch.hpp); it lives in the caller's workspace so that plans stay
 // immutable and concurrent runs on two streams do not share it. 4 bytes, plus
@@ -158,6 +155,9 @@ bool uses_tile_counter(const std::string& family, const Problem& p) {
   return family.rfind("fa3", 0) == 0 && (p.mask == MaskKind::causal || p.mask == MaskKind::sliding_window);
 }
 
+// One CUDA launch: validates the device binding, builds the device params,
+// enqueues on the caller's stream. Allocates nothing, synchronises nothing, so
+// a CUDA graph can capture it.
 class CudaAttentionPlan final : public Plan {
  public:
   CudaAttentionPlan(Problem p, std::string backend, cuda::LaunchFn launch, int alignment_bytes, std::string what,

@@ -46,20 +46,22 @@ struct Fa3Smem {
   // release ordering makes it visible to the consumers that wait on k_full).
   __device__ __forceinline__ std::uint32_t stage_tile(int s) const { return bar(2 + 4 * Traits::kStages + s); }
   __device__ __forceinline__ void set_stage_tile(int s, int tile) const { st_shared_u32(stage_tile(s), tile); }
-  // Read by lane 0 alone and broadcast: lane 0 is the lane that arrives on
-  // k_empty (Fa3Consumer::release), and an arrive releases only the arriving
-  // thread's own accesses, so the producer's next write of the slot cannot
-  // race a read of another lane (compute-sanitizer racecheck flags that).
-  __device__ __forceinline__ int get_stage_tile(int s) const {
+  // A word the producer rewrites once the consumers release it, read by lane
+  // 0 alone and broadcast: lane 0 is the lane that arrives on the releasing
+  // barrier (k_empty in Fa3Consumer::release, tile_empty below), and an arrive
+  // releases only the arriving thread's own accesses, so the producer's next
+  // write cannot race a read of another lane (compute-sanitizer racecheck flags that).
+  static __device__ __forceinline__ int read_by_lane0(std::uint32_t word) {
     int v = 0;
-    if ((threadIdx.x & 31) == 0) v = static_cast<int>(ld_shared_u32(stage_tile(s)));
+    if ((threadIdx.x & 31) == 0) v = static_cast<int>(ld_shared_u32(word));
     return __shfl_sync(0xffffffffu, v, 0);
   }
+  __device__ __forceinline__ int get_stage_tile(int s) const { return read_by_lane0(stage_tile(s)); }
 
   // The dynamic scheduler's output tiles (kernel.hpp): the producer writes the
   // j-th tile's number (-1: no more) into slot j % 2 once the consumers have
   // read the slot's previous one, then arrives on tile_full; each consumer
-  // warp reads it with the lane that arrives on tile_empty (as above).
+  // warp reads it with the lane that arrives on tile_empty (read_by_lane0).
   __device__ __forceinline__ std::uint32_t tile_full(int i) const { return bar(2 + 5 * Traits::kStages + i); }
   __device__ __forceinline__ std::uint32_t tile_empty(int i) const {
     return bar(2 + 5 * Traits::kStages + Traits::kTileSlots + i);
@@ -76,9 +78,7 @@ struct Fa3Smem {
   __device__ __forceinline__ int take_tile(int j) const {  // every consumer thread
     const int slot = j % Traits::kTileSlots;
     mbar_wait(tile_full(slot), static_cast<std::uint32_t>((j / Traits::kTileSlots) & 1));
-    int v = 0;
-    if ((threadIdx.x & 31) == 0) v = static_cast<int>(ld_shared_u32(tile_word(slot)));
-    v = __shfl_sync(0xffffffffu, v, 0);
+    const int v = read_by_lane0(tile_word(slot));
     __syncwarp();
     if ((threadIdx.x & 31) == 0) mbar_arrive(tile_empty(slot));
     return v;
