@@ -547,13 +547,14 @@ NB_MODULE(_attnkit, m) {
     const CudnnGraphStats s = cudnn_graph_stats();
     nb::dict d;
     d["built"] = s.built;
+    d["loaded"] = s.loaded;
     d["refused"] = s.refused;
     d["cache_hits"] = s.cache_hits;
     d["last_build_ms"] = s.last_build_ms;
     d["max_build_ms"] = s.max_build_ms;
     d["total_build_ms"] = s.total_build_ms;
     return d;
-  }, "Counters of the cudnn backend's graph cache in this process (builds, refusals, hits, build ms).");
+  }, "Counters of the cudnn backend's graph cache in this process (builds, plans loaded from disk, refusals, hits, build ms).");
   m.def("check", &check_argv, nb::arg("args"),
         "Runs `attnkit check` on engine flags; returns the design's JSON shape as a dict.");
   m.def("set_global_force", &select::set_global_force_backend, nb::arg("name"));

@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "attnkit/backends/cudnn.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "backends/cudnn/graph.hpp"
+#include "backends/cudnn/plan_cache.hpp"
 #include "backends/cudnn/support.hpp"
 #include "platform/cudnn_library.hpp"
 #include "testing/parity_cases.hpp"
@@ -293,6 +297,86 @@ TEST(CudnnSpec, SupportRulesAgreeWithTheFrontendValidation) {
   EXPECT_GT(compared, 60);
   std::printf("compared %d problems x SMs against the frontend's validation (cuDNN %s)\n", compared,
               cudnn_version_string(version).c_str());
+}
+
+// The on-disk plan store: a plan comes back only for its own whole key, and
+// a file that is short, long, foreign or not a file is a miss.
+class CudnnPlanCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "attnkit-plan-cache-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  static void write_bytes(const std::filesystem::path& f, const std::string& bytes) {
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  static std::string read_bytes(const std::filesystem::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  std::filesystem::path dir;
+  const std::vector<std::uint8_t> payload = {0, 1, 2, 255, '\n', 7};
+};
+
+TEST_F(CudnnPlanCache, RoundTripsForItsOwnKeyOnly) {
+  const std::string key = "cudnn 91900 frontend 11901 gpu NVIDIA H200 sm 90 sms 132 spec 0 90 1 2";
+  const auto file = cudnn::plan_cache_file(dir / "nested", key);
+  EXPECT_FALSE(cudnn::read_plan(file, key).has_value());  // nothing stored yet
+  ASSERT_TRUE(cudnn::write_plan(file, key, payload));     // creates the directory
+  EXPECT_EQ(cudnn::read_plan(file, key), payload);
+  EXPECT_FALSE(cudnn::read_plan(file, key + " 3").has_value()) << "another key in the same file is a miss";
+  EXPECT_NE(cudnn::plan_cache_file(dir, key), cudnn::plan_cache_file(dir, key + " 3"));
+  EXPECT_EQ(cudnn::plan_cache_file(dir, key), cudnn::plan_cache_file(dir, key)) << "the name is a function of the key";
+  ASSERT_TRUE(cudnn::write_plan(file, key, {}));  // an empty payload is a payload
+  EXPECT_EQ(cudnn::read_plan(file, key), std::vector<std::uint8_t>{});
+  for (const auto& e : std::filesystem::directory_iterator(dir / "nested"))
+    EXPECT_EQ(e.path(), file) << "no temporary file is left behind";
+}
+
+TEST_F(CudnnPlanCache, DamagedOrForeignFilesAreMisses) {
+  const std::string key = "k";
+  const auto file = cudnn::plan_cache_file(dir, key);
+  ASSERT_TRUE(cudnn::write_plan(file, key, payload));
+  const std::string whole = read_bytes(file);
+  for (std::size_t cut : {std::size_t{0}, std::size_t{5}, whole.size() - payload.size() - 1, whole.size() - 1}) {
+    write_bytes(file, whole.substr(0, cut));
+    EXPECT_FALSE(cudnn::read_plan(file, key).has_value()) << "truncated to " << cut << " bytes";
+  }
+  write_bytes(file, whole + "x");
+  EXPECT_FALSE(cudnn::read_plan(file, key).has_value()) << "bytes appended";
+  std::string other_magic = whole;
+  other_magic[0] = 'A';
+  write_bytes(file, other_magic);
+  EXPECT_FALSE(cudnn::read_plan(file, key).has_value()) << "not our format";
+  std::string huge_length = whole;
+  huge_length[whole.size() - payload.size() - 1] = '\x7f';  // the length's top byte
+  write_bytes(file, huge_length);
+  EXPECT_FALSE(cudnn::read_plan(file, key).has_value()) << "a length past the file";
+  std::filesystem::remove(file);
+  std::filesystem::create_directory(file);
+  EXPECT_FALSE(cudnn::read_plan(file, key).has_value()) << "a directory";
+  EXPECT_FALSE(cudnn::write_plan(file, key, payload)) << "cannot replace a directory";
+  EXPECT_FALSE(cudnn::write_plan(dir / "f" / "x.plan", key, std::vector<std::uint8_t>(cudnn::kMaxPlanBytes + 1)));
+}
+
+TEST_F(CudnnPlanCache, LocationFollowsTheEnvironment) {
+  const char* saved = std::getenv("ATTNKIT_CUDNN_PLAN_CACHE");
+  const std::string restore = saved ? saved : "";
+  for (const char* off : {"0", "off", ""}) {
+    setenv("ATTNKIT_CUDNN_PLAN_CACHE", off, 1);
+    EXPECT_FALSE(cudnn::plan_cache_dir().has_value()) << "'" << off << "' turns it off";
+  }
+  setenv("ATTNKIT_CUDNN_PLAN_CACHE", dir.c_str(), 1);
+  EXPECT_EQ(cudnn::plan_cache_dir(), dir);
+  unsetenv("ATTNKIT_CUDNN_PLAN_CACHE");
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const std::string xdg_restore = xdg ? xdg : "";
+  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  EXPECT_EQ(cudnn::plan_cache_dir(), dir / "attnkit" / "cudnn");
+  if (xdg) setenv("XDG_CACHE_HOME", xdg_restore.c_str(), 1); else unsetenv("XDG_CACHE_HOME");
+  if (saved) setenv("ATTNKIT_CUDNN_PLAN_CACHE", restore.c_str(), 1);
 }
 
 }  // namespace

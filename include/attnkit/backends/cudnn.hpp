@@ -22,9 +22,10 @@ std::unique_ptr<Backend> make_cudnn_backend();
 // Counters of this process's cuDNN graph cache, for tests and benchmarks.
 struct CudnnGraphStats {
   std::int64_t built = 0;       // graphs built (validate, heuristics, support check, plan build)
+  std::int64_t loaded = 0;      // graphs whose plan was read from disk ($ATTNKIT_CUDNN_PLAN_CACHE)
   std::int64_t refused = 0;     // graphs cuDNN refused (cached as refusals)
   std::int64_t cache_hits = 0;  // lookups answered from the cache
-  double last_build_ms = 0.0;   // wall time of the latest build
+  double last_build_ms = 0.0;   // wall time of the latest build (or load)
   double max_build_ms = 0.0;
   double total_build_ms = 0.0;
 };

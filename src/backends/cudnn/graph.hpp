@@ -19,6 +19,7 @@ struct BuiltGraph {
   std::shared_ptr<Graph> graph;
   std::int64_t workspace_bytes = 0;  // cuDNN's own workspace for one execution
   double build_ms = 0.0;             // 0 when it came from the cache
+  bool loaded = false;               // its plan was read from disk (plan_cache.hpp), not built
 };
 
 // Checks a spec with the cuDNN frontend's own validation, without a device
@@ -27,7 +28,8 @@ struct BuiltGraph {
 Diagnostics validate_spec(const GraphSpec& spec);
 
 // The spec's graph from the process cache, or built on the current device
-// (validate, heuristics, cuDNN's support check, plan build) and cached. A spec
+// (validate, heuristics, cuDNN's support check, plan build; the plan read from
+// disk instead when an earlier process stored it) and cached. A spec
 // cuDNN refuses is cached too, so asking again costs nothing: AK2113.
 Result<BuiltGraph> find_or_build(const GraphSpec& spec);
 

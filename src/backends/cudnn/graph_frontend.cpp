@@ -7,12 +7,15 @@
 #include <cudnn_frontend.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "backends/cudnn/graph.hpp"
+#include "backends/cudnn/plan_cache.hpp"
 #include "platform/cudnn_library.hpp"
 
 // The frontend's dynamic loading resolves cuDNN symbols through this handle.
@@ -240,23 +243,80 @@ Cache& cache() {
   return *c;
 }
 
+// The on-disk plan of a spec (plan_cache.hpp): its file and whole key, which
+// names everything the serialized plan depends on besides the spec: cuDNN's
+// and the frontend's versions and the GPU (a plan is only valid on an
+// identical one). The device ordinal is not part of it.
+struct StoredPlan {
+  std::filesystem::path file;
+  std::string key;
+};
+std::optional<StoredPlan> stored_plan(const GraphSpec& s) {
+  auto dir = plan_cache_dir();
+  if (!dir) return std::nullopt;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, s.device) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  std::string key = "cudnn " + std::to_string(fe::detail::get_backend_version()) + " frontend " +
+                    std::to_string(CUDNN_FRONTEND_VERSION) + " gpu " + prop.name + " sm " +
+                    std::to_string(prop.major * 10 + prop.minor) + " sms " + std::to_string(prop.multiProcessorCount) +
+                    " spec";
+  std::vector<std::int64_t> fields = s.key();
+  fields[0] = 0;  // the device ordinal: any identical GPU may use the plan
+  for (std::int64_t f : fields) key += " " + std::to_string(f);
+  return StoredPlan{plan_cache_file(*dir, key), std::move(key)};
+}
+
+// A plan read back from disk, or nullptr (missing, stale or unreadable: the
+// caller builds it).
+std::shared_ptr<fe::graph::Graph> load_plan(const StoredPlan& stored, DeviceContext& device) {
+  auto bytes = read_plan(stored.file, stored.key);
+  if (!bytes) return nullptr;
+  try {
+    // deserialize() warms the plan up in a capture on the handle's stream: the
+    // default stream makes it capture on a stream of its own, never on a
+    // caller's stream that an earlier execution left set.
+    if (fe::detail::set_stream(device.handle, nullptr) != CUDNN_STATUS_SUCCESS) return nullptr;
+    auto g = std::make_shared<fe::graph::Graph>();
+    if (g->deserialize(device.handle, *bytes).is_bad()) return nullptr;
+    return g;
+  } catch (const std::exception&) {  // a malformed payload: the JSON parser throws
+    return nullptr;
+  }
+}
+
 // validate -> operation graph -> heuristics (mode A, PyTorch's choice, then
-// the fallback list) -> cuDNN's support check -> plan build.
+// the fallback list) -> cuDNN's support check -> plan build; or the stored
+// plan of the same graph, which spares cuDNN's kernel compile.
 Result<BuiltGraph> build(const GraphSpec& s, DeviceContext& device) {
-  auto described = describe(s);
+  auto described = describe(s);  // validated every time: a refusal never comes from a file
   if (!described) return described.diagnostics();
   auto g = described.value();
+  const std::optional<StoredPlan> stored = stored_plan(s);
   std::lock_guard lock(device.mutex);
-  if (auto st = g->build_operation_graph(device.handle); st.is_bad()) return refused(s, "operation graph", st);
-  if (auto st = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}); st.is_bad())
-    return refused(s, "heuristics", st);
-  if (auto st = g->check_support(); st.is_bad()) return refused(s, "support check", st);
-  if (auto st = g->build_plans(); st.is_bad()) return refused(s, "plan build", st);
+  bool loaded = false;
+  if (stored) {
+    if (auto from_disk = load_plan(*stored, device)) {
+      g = std::move(from_disk);
+      loaded = true;
+    }
+  }
+  if (!loaded) {
+    if (auto st = g->build_operation_graph(device.handle); st.is_bad()) return refused(s, "operation graph", st);
+    if (auto st = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}); st.is_bad())
+      return refused(s, "heuristics", st);
+    if (auto st = g->check_support(); st.is_bad()) return refused(s, "support check", st);
+    if (auto st = g->build_plans(); st.is_bad()) return refused(s, "plan build", st);
+    if (std::vector<std::uint8_t> bytes; stored && g->serialize(bytes).is_good()) write_plan(stored->file, stored->key, bytes);
+  }
   std::int64_t workspace = 0;
   if (auto st = g->get_workspace_size(workspace); st.is_bad()) return refused(s, "workspace query", st);
   BuiltGraph built;
   built.graph = std::make_shared<Graph>(g, &device, graph_uids(s));
   built.workspace_bytes = workspace;
+  built.loaded = loaded;
   return built;
 }
 
@@ -298,7 +358,7 @@ Result<BuiltGraph> find_or_build(const GraphSpec& spec) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (built) {
     built.value().build_ms = ms;
-    ++c.stats.built;
+    ++(built.value().loaded ? c.stats.loaded : c.stats.built);
     c.stats.last_build_ms = ms;
     c.stats.max_build_ms = std::max(c.stats.max_build_ms, ms);
     c.stats.total_build_ms += ms;
