@@ -11,9 +11,9 @@ Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
 CUDA events around each call after warm-up, median of the timed calls, two
 rotated random input sets. Each implementation's output is checked against
 the first one's (relative L2 <= 2e-2, else MISMATCH and exit status 1). Per
-grid point the implementations are timed in --rounds interleaved rounds in
-rotated order (A B C, B C A, C A B), so clock, power and thermal drift within
-a run falls on all of them alike.
+grid point the implementations take turns call by call in rotated order
+(A B C, B C A, C A B, ...), so clock, power and thermal drift within a run
+falls on all of them alike.
 
   bench_torch_sdpa.py --json torch.json [--backends flash,cudnn,efficient] [--attnkit [--attnkit-backend fa3,fa2]]
                       [--flex] [--fa3] [--dims 64,128,256]
@@ -166,13 +166,18 @@ def main():
             agreement[name] = rel
         ref = out = None  # free the fp32 copies before timing
         order = list(alive.items())
+        timers = {name: Timer(dev) for name in alive}
         for r in range(args.rounds):
-            # Rotated each round: every implementation follows each of the others (a
-            # hot cuDNN run lowers the clock the next one starts at).
-            for name, fn in order[r % len(order):] + order[:r % len(order)]:
-                for it in range(per_round):
-                    timer.time(lambda: fn(*sets[it % 2]))
-                samples[name] += timer.collect()
+            # One call of each implementation in turn, the order rotated every call:
+            # all of them run at the same clock. (Runs of 10 calls of one, then the
+            # next, made the same cuDNN kernel 4-15% apart at s16k, where the H200's
+            # clock drifts with the heat of what ran just before: 2026-12-02.)
+            for it in range(per_round):
+                shift = (r * per_round + it) % len(order)
+                for name, fn in order[shift:] + order[:shift]:
+                    timers[name].time(lambda: fn(*sets[it % 2]))
+            for name in alive:
+                samples[name] += timers[name].collect()
         flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
         for name in alive:
             ms = sorted(samples[name])
