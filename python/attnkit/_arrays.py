@@ -1,5 +1,6 @@
 """Framework-neutral helpers: allocate outputs in the caller's framework and
 find the stream its work is queued on. Inputs cross into C++ through DLPack."""
+from . import _attnkit as _native
 
 _DTYPE_NAMES = {
     "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
@@ -14,10 +15,23 @@ def framework(x):
     return module
 
 
+_DTYPE_OF = {}  # dtype object -> attnkit's name: str() of a numpy dtype costs ~5 us a call
+
+
 def dtype_name(x):
     """attnkit's name for the array's element type ('bf16', 'fp32', ...)."""
-    name = str(x.dtype).replace("torch.", "")
-    return _DTYPE_NAMES.get(name, name)
+    dtype = x.dtype
+    try:
+        return _DTYPE_OF[dtype]
+    except (KeyError, TypeError):  # TypeError: an unhashable dtype of some other framework
+        name = str(dtype).replace("torch.", "")
+        name = _DTYPE_NAMES.get(name, name)
+        try:
+            if len(_DTYPE_OF) < 64:
+                _DTYPE_OF[dtype] = name
+        except TypeError:
+            pass
+        return name
 
 
 def device_kind(x):
@@ -36,52 +50,59 @@ def _refused(diagnostics):
     return AttnkitError(diagnostics)
 
 
+# Host allocations below this size skip the MemAvailable check (a read of
+# /proc/meminfo, ~10 us a call): one that fails anyway is MemoryError -> AK1013.
+_CHECKED_HOST_BYTES = 64 << 20
+
+
 def empty(like, shape, dtype, name, fill=None):
     """An array `name` of `shape` and attnkit dtype `dtype` in `like`'s framework and device,
-    uninitialised or filled with `fill`. Host memory is checked before allocating (AK1013),
-    and a framework's own out-of-memory error becomes AK1013 (AK6001 on a GPU)."""
-    from ._attnkit import check_host_allocation, diagnose, host_allocation_failed
+    uninitialised or filled with `fill`. Large host allocations are checked against the memory
+    available first (AK1013), and a framework's own out-of-memory error becomes AK1013 (AK6001
+    on a GPU)."""
     nbytes = _ITEM_BYTES.get(dtype, 8)
     for s in shape:
         nbytes *= int(s)
-    what = f"the output '{name}' {tuple(int(s) for s in shape)}"
-    if device_kind(like) == "cpu":
-        refused = check_host_allocation(what, min(nbytes, 2**63 - 1))
+    what = lambda: f"the output '{name}' {tuple(int(s) for s in shape)}"  # noqa: E731 (only for messages)
+    fw = framework(like)
+    if nbytes >= _CHECKED_HOST_BYTES and device_kind(like) == "cpu":
+        refused = _native.check_host_allocation(what(), min(nbytes, 2**63 - 1))
         if refused:
             raise _refused(refused)
     try:
-        a = _allocate(like, shape, dtype, name)
+        a = _allocate(fw, like, shape, dtype, name)
         if fill is not None:
             a[...] = fill
         return a
     except MemoryError:
-        raise _refused([host_allocation_failed(what, min(nbytes, 2**63 - 1))]) from None
+        raise _refused([_native.host_allocation_failed(what(), min(nbytes, 2**63 - 1))]) from None
     except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
         if "out of memory" not in str(e).lower():
             raise
-        raise _refused([diagnose("AK6001", {"call": f"allocating {what} ({nbytes} bytes)",
-                                            "error": str(e).splitlines()[0]})]) from None
+        raise _refused([_native.diagnose("AK6001", {"call": f"allocating {what()} ({nbytes} bytes)",
+                                                    "error": str(e).splitlines()[0]})]) from None
 
 
-def _allocate(like, shape, dtype, name):
-    fw = framework(like)
+_NUMPY_DTYPES = {"fp32": "float32", "fp16": "float16", "uint8": "uint8", "int32": "int32", "fp64": "float64"}
+_TORCH_DTYPES = {}  # filled on the first torch allocation (importing torch here would load it for numpy users)
+
+
+def _allocate(fw, like, shape, dtype, name):
     if fw == "torch":
         import torch
-        torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-                       "uint8": torch.uint8, "int32": torch.int32, "fp64": torch.float64}[dtype]
-        return torch.empty(shape, dtype=torch_dtype, device=like.device)
+        if not _TORCH_DTYPES:
+            _TORCH_DTYPES.update({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                                  "uint8": torch.uint8, "int32": torch.int32, "fp64": torch.float64})
+        return torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=like.device)
     if fw == "cupy":
         import cupy
-        return cupy.empty(shape, dtype={"fp32": "float32", "fp16": "float16", "uint8": "uint8",
-                                        "int32": "int32", "fp64": "float64"}[dtype])
+        return cupy.empty(shape, dtype=_NUMPY_DTYPES[dtype])
     import numpy
     if dtype == "bf16":
-        from ._attnkit import diagnose
-        raise _refused([diagnose("AK1104", {"name": name, "dtype": "bf16 (the result of these inputs)",
-                                            "expected": "a dtype numpy has: pass float32 or float16 numpy arrays, "
-                                                        "or torch tensors for bf16"})])
-    return numpy.empty(shape, dtype={"fp32": "float32", "fp16": "float16", "uint8": "uint8",
-                                     "int32": "int32", "fp64": "float64"}[dtype])
+        raise _refused([_native.diagnose("AK1104", {"name": name, "dtype": "bf16 (the result of these inputs)",
+                                                    "expected": "a dtype numpy has: pass float32 or float16 numpy "
+                                                                "arrays, or torch tensors for bf16"})])
+    return numpy.empty(shape, dtype=_NUMPY_DTYPES[dtype])
 
 
 def like(reference, array):
