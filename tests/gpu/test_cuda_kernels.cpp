@@ -6,16 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <tuple>
 #include <vector>
 
 #include "attnkit/backends/cuda.hpp"
+#include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/registry.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/gather_rows.hpp"
 #include "gpu/device_buffers.hpp"
 #include "testing/backend_runner.hpp"
+#include "testing/error_norms.hpp"
 #include "testing/parity_cases.hpp"
 #include "testing/reference_check.hpp"
 
@@ -459,6 +463,261 @@ TEST(CudaBackends, RunIsGraphCapturable) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(stream);
+  }
+}
+
+// ---- device metadata that lies (issue 20; params.hpp, lying_metadata.hpp).
+// Device-resident cu_seqlens / seqlens_k / block tables are not read on the
+// host. The kernels clamp every address into the tensors (memcheck stays
+// clean: gpu_check.sh runs CudaLyingMetadata.* under compute-sanitizer) and
+// answer loudly: sequence metadata that breaks the host's rules (AK1108 /
+// AK1111) makes the whole call's O and LSE NaN; a block-table entry outside
+// the cache makes the tiles that read it NaN, the other rows stay correct.
+
+// One run of `backend`, planned for `planned` (which may lie about lengths),
+// on `data`'s inputs with the index tensors replaced by `lies` (empty vectors
+// keep data's), all copied to the device; out and LSE are zeroed first, so a
+// NaN is one the kernel wrote. Returns out (as double) and LSE on the host.
+struct LyingIndices {
+  std::vector<std::int32_t> cu_q, cu_k, seqlens_k, block_table;
+};
+struct LyingOutputs {
+  std::vector<double> out;  // out's elements in storage order
+  std::vector<float> lse;
+};
+void run_lying(const Backend& backend, const Platform& platform, const HostProblemData& data, const Problem& planned,
+               LyingIndices lies, LyingOutputs& got) {
+  AttentionTensors host = data.tensors();
+  auto replace = [](TensorView& v, std::vector<std::int32_t>& values) {
+    if (values.empty()) return;
+    ASSERT_EQ(static_cast<std::int64_t>(values.size()), v.numel());
+    v.data = values.data();
+  };
+  replace(host.cu_seqlens_q, lies.cu_q);
+  replace(host.cu_seqlens_k, lies.cu_k);
+  replace(host.seqlens_k, lies.seqlens_k);
+  replace(host.block_table, lies.block_table);
+  auto plan = backend.plan(planned, platform);
+  ASSERT_TRUE(plan.ok()) << backend.name() << ": " << plan.diagnostics().summary();
+  const DeviceBinding dev(host);
+  ASSERT_EQ(cudaMemset(dev.t.out.data, 0, dev.t.out.span_bytes()), cudaSuccess);
+  if (planned.return_lse) ASSERT_EQ(cudaMemset(dev.t.lse.data, 0, dev.t.lse.span_bytes()), cudaSuccess);
+  DeviceWorkspace ws((*plan)->workspace_bytes());
+  const Diagnostics ran = (*plan)->run(dev.t, ws.span(), nullptr);
+  ASSERT_TRUE(ran.ok()) << backend.name() << ": " << ran.summary();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << backend.name();
+  const std::vector<std::byte> out = dev.out();
+  got.out.resize(static_cast<std::size_t>(dev.t.out.numel()));
+  for (std::size_t i = 0; i < got.out.size(); ++i) got.out[i] = load_as_double(out.data(), dev.t.out.dtype, i);
+  got.lse.assign(planned.return_lse ? static_cast<std::size_t>(dev.t.lse.numel()) : 0, 0.0f);
+  if (planned.return_lse)
+    ASSERT_EQ(cudaMemcpy(got.lse.data(), dev.t.lse.data, got.lse.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+// Every element of out and LSE is NaN (the call's whole output).
+void expect_all_nan(const LyingOutputs& got, const std::string& what) {
+  std::size_t finite = 0;
+  for (double x : got.out) finite += !std::isnan(x);
+  for (float x : got.lse) finite += !std::isnan(x);
+  EXPECT_EQ(finite, 0u) << what << ": a call whose device metadata lies must be NaN everywhere";
+}
+
+// The fp64 reference of `data` (honest metadata).
+struct Reference {
+  HostTensor out, lse;
+};
+Reference reference_of(const HostProblemData& data) {
+  Problem p = data.problem();
+  p.out_dtype_override = DType::f64;
+  Reference r{data.make_output(DType::f64), p.return_lse ? data.make_lse() : HostTensor()};
+  const Diagnostics ran = reference_attention(p, data.tensors_with_outputs(r.out.view(), r.lse.view()));
+  EXPECT_TRUE(ran.ok()) << ran.summary();
+  return r;
+}
+
+// Output row `row` of sequence b (BSHD: row of batch b) for every head: NaN
+// count, and the squared error / norm against the reference.
+struct RowCheck {
+  int nan = 0, elements = 0;
+  double err2 = 0, ref2 = 0;
+  int lse_nan = 0;
+};
+void check_row(const HostProblemData& data, const LyingOutputs& got, const Reference& ref, int b, std::int64_t row,
+               RowCheck& c) {
+  const Problem& p = data.problem();
+  const TensorView& out = data.tensors().out;
+  for (int h = 0; h < p.heads_q; ++h) {
+    const HeadRows o = head_rows(p.layout, out.strides.data(), b, h, 0);
+    for (int d = 0; d < p.head_dim_v; ++d) {
+      const std::int64_t at = o.offset + row * o.row_stride + d;
+      const double g = got.out[at], want = load_as_double(ref.out.view().data, DType::f64, at);
+      ++c.elements;
+      if (std::isnan(g)) ++c.nan;
+      else c.err2 += (g - want) * (g - want);
+      c.ref2 += want * want;
+    }
+    if (p.return_lse) {
+      const TensorView& lse = data.tensors().lse;
+      const std::int64_t at = p.layout == Layout::thd ? h * lse.strides[0] + row * lse.strides[1]
+                                                      : b * lse.strides[0] + h * lse.strides[1] + row * lse.strides[2];
+      c.lse_nan += std::isnan(got.lse[at]);
+    }
+  }
+}
+
+Problem lying_varlen(DType t) {
+  Problem p = make(300, 300, 4, 2, 128, t);
+  p.layout = Layout::thd;
+  p.batch = 3;
+  p.return_lse = true;
+  return p;
+}
+const ProblemDataOptions kLyingVarlenData{.seed = 20, .q_lens = {100, 300, 50}, .k_lens = {120, 300, 60}};
+
+// cu_seqlens_q / cu_seqlens_k that lie, planned (or not) with a max_seqlen_q
+// smaller than a sequence: NaN everywhere on fa2, fa3 and cuda_sdpa.
+void run_lying_varlen(const char* case_name, auto make_lie) {
+  std::string skipped;
+  for (const char* name : {"fa3", "fa2", "cuda_sdpa"}) {
+    const Backend* backend = default_registry().find(name);
+    ASSERT_NE(backend, nullptr);
+    const TestPlatform tp = test_platform_for(*backend);
+    if (!tp.platform) {
+      skipped += std::string(name) + ": " + tp.skip_reason + "; ";
+      continue;
+    }
+    auto data = HostProblemData::create(lying_varlen(DType::bf16), kLyingVarlenData);
+    ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+    Problem planned = data->problem();
+    LyingIndices lies;
+    make_lie(planned, lies, data->total_q());
+    LyingOutputs got;
+    run_lying(*backend, *tp.platform, *data, planned, lies, got);
+    expect_all_nan(got, std::string(name) + " " + case_name);
+  }
+  if (skipped.size() > 0) std::printf("%s skipped %s\n", case_name, skipped.c_str());
+  if (skipped.find("cuda_sdpa:") != std::string::npos) GTEST_SKIP() << skipped;
+}
+
+TEST(CudaLyingMetadata, MaxSeqlenQShorterThanASequence) {
+  // Sequence 1 has 300 rows; the launch covers 128 per sequence: rows 128..299
+  // would stay unwritten (a prefill's last-token logits among them).
+  run_lying_varlen("max_seqlen_q 128 < 300", [](Problem& p, LyingIndices&, std::int64_t) { p.seqlen_q = 128; });
+}
+
+TEST(CudaLyingMetadata, MaxSeqlenKShorterThanASequence) {
+  run_lying_varlen("max_seqlen_k 200 < 300", [](Problem& p, LyingIndices&, std::int64_t) { p.seqlen_k = 200; });
+}
+
+TEST(CudaLyingMetadata, CuSeqlensPastThePackedRows) {
+  run_lying_varlen("cu_seqlens_q past the rows", [](Problem&, LyingIndices& l, std::int64_t rows) {
+    l.cu_q = {0, 100, 400, static_cast<std::int32_t>(rows) + 64};
+  });
+  run_lying_varlen("cu_seqlens_k far past the rows", [](Problem&, LyingIndices& l, std::int64_t) {
+    l.cu_k = {0, 120, 420, 1 << 30};
+  });
+  run_lying_varlen("cu_seqlens_q negative", [](Problem&, LyingIndices& l, std::int64_t) {
+    l.cu_q = {0, -1000000, 400, 450};
+  });
+}
+
+TEST(CudaLyingMetadata, DecreasingCuSeqlens) {
+  // Sequences 0 and 2 would both claim rows 60..99.
+  run_lying_varlen("cu_seqlens_q decreasing", [](Problem&, LyingIndices& l, std::int64_t) { l.cu_q = {0, 100, 60, 450}; });
+  run_lying_varlen("cu_seqlens_k decreasing", [](Problem&, LyingIndices& l, std::int64_t) { l.cu_k = {0, 420, 120, 480}; });
+}
+
+Problem lying_paged() {
+  Problem p = make(200, 500, 4, 2, 128, DType::bf16);
+  p.paged_kv = PagedKv{16};
+  p.batch = 3;
+  p.return_lse = true;
+  return p;
+}
+const ProblemDataOptions kLyingPagedData{.seed = 21, .k_lens = {500, 300, 77}};
+
+TEST(CudaLyingMetadata, CacheSeqlensPastTheBlockTable) {
+  for (const char* name : {"fa3", "cuda_sdpa"}) {
+    const Backend* backend = default_registry().find(name);
+    ASSERT_NE(backend, nullptr);
+    const TestPlatform tp = test_platform_for(*backend);
+    if (!tp.platform) {
+      if (std::string(name) == "cuda_sdpa") GTEST_SKIP() << name << ": " << tp.skip_reason;  // no GPU at all
+      std::printf("%s skipped: %s\n", name, tp.skip_reason.c_str());
+      continue;
+    }
+    auto data = HostProblemData::create(lying_paged(), kLyingPagedData);
+    ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+    const std::int64_t capacity = data->tensors().block_table.shape[1] * 16;  // 32 columns x 16
+    for (std::int32_t lie : {static_cast<std::int32_t>(capacity) + 100, 1 << 30, -5, 501}) {
+      LyingOutputs got;
+      run_lying(*backend, *tp.platform, *data, data->problem(), {.seqlens_k = {500, lie, 77}}, got);
+      expect_all_nan(got, std::string(name) + " cache_seqlens[1] = " + std::to_string(lie));
+    }
+  }
+}
+
+// Sequence 1's first two block-table entries outside the cache: every tile of
+// sequence 1 reads them (no mask), so its rows are NaN (O and LSE); sequences
+// 0 and 2 read only their own pages and match the reference.
+TEST(CudaLyingMetadata, BlockTableEntriesOutsideTheCache) {
+  for (const char* name : {"fa3", "cuda_sdpa"}) {
+    const Backend* backend = default_registry().find(name);
+    ASSERT_NE(backend, nullptr);
+    const TestPlatform tp = test_platform_for(*backend);
+    if (!tp.platform) {
+      if (std::string(name) == "cuda_sdpa") GTEST_SKIP() << name << ": " << tp.skip_reason;  // no GPU at all
+      std::printf("%s skipped: %s\n", name, tp.skip_reason.c_str());
+      continue;
+    }
+    auto data = HostProblemData::create(lying_paged(), kLyingPagedData);
+    ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
+    const TensorView& bt = data->tensors().block_table;
+    const std::int64_t cols = bt.shape[1], pages = data->tensors().k.shape[0];
+    for (const auto& [first, second] : {std::pair<std::int64_t, std::int64_t>{pages + 7, -3}, {1 << 30, pages}}) {
+      std::vector<std::int32_t> table(static_cast<std::size_t>(bt.numel()));
+      std::copy_n(bt.ptr<const std::int32_t>(), table.size(), table.begin());
+      table[cols + 0] = static_cast<std::int32_t>(first);
+      table[cols + 1] = static_cast<std::int32_t>(second);
+      LyingOutputs got;
+      run_lying(*backend, *tp.platform, *data, data->problem(), {.block_table = table}, got);
+      const Reference ref = reference_of(*data);
+      for (int b = 0; b < 3; ++b) {
+        RowCheck c;
+        for (int i = 0; i < data->problem().seqlen_q; ++i) check_row(*data, got, ref, b, i, c);
+        if (b == 1) {
+          EXPECT_EQ(c.nan, c.elements) << name << ": sequence 1 read pages outside the cache";
+          EXPECT_EQ(c.lse_nan, data->problem().seqlen_q * data->problem().heads_q) << name << ": its LSE too";
+        } else {
+          EXPECT_EQ(c.nan, 0) << name << ": sequence " << b << " reads only its own pages";
+          EXPECT_EQ(c.lse_nan, 0) << name << ": sequence " << b;
+          EXPECT_LE(std::sqrt(c.err2 / c.ref2), rel_l2_bound(DType::bf16)) << name << ": sequence " << b;
+        }
+      }
+    }
+  }
+}
+
+// The honest calls of the cases above still match the reference (the checks
+// add no false alarm): varlen on the three kernels, paged on fa3 / cuda_sdpa.
+TEST(CudaLyingMetadata, HonestCallsOfTheseCasesMatchTheReference) {
+  for (const char* name : {"fa3", "fa2", "cuda_sdpa"}) {
+    const Backend* backend = default_registry().find(name);
+    ASSERT_NE(backend, nullptr);
+    const TestPlatform tp = test_platform_for(*backend);
+    if (!tp.platform) {
+      if (std::string(name) == "cuda_sdpa") GTEST_SKIP() << name << ": " << tp.skip_reason;
+      continue;
+    }
+    for (bool paged : {false, true}) {
+      if (paged && !backend->capabilities().paged_kv) continue;
+      auto data = paged ? HostProblemData::create(lying_paged(), kLyingPagedData)
+                        : HostProblemData::create(lying_varlen(DType::bf16), kLyingVarlenData);
+      ASSERT_TRUE(data.ok());
+      const Diagnostics ran = run_backend(*backend, *tp.platform, *data);
+      ASSERT_TRUE(ran.ok()) << name << ": " << ran.summary();
+      expect_matches_reference(*data);
+    }
   }
 }
 #endif

@@ -1,6 +1,8 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "attnkit/core/attention_tensors.hpp"
 #include "attnkit/core/mask.hpp"
@@ -14,21 +16,52 @@ struct Lengths {
   std::int64_t q_offset;  // first packed q row of the sequence (THD), else 0
 };
 
-// Sequence b's lengths, clamped to the planned longest lengths: the graph was
-// built for those, so a longer (invalid) length must not make cuDNN read past it.
-__device__ Lengths lengths(const SequenceSource& s, int b) {
+// Rows [lo, hi) of packed sequence b, clamped into [0, rows] (rows < 0: not
+// given, only at 0) and to `longest`.
+struct Packed {
+  std::int64_t lo;
+  int len;
+  bool ok;  // the host's rules (AK1108): starts at 0, never decreases, within rows and longest
+};
+__device__ Packed packed(const std::int32_t* cu, std::int64_t stride, int b, std::int64_t rows, int longest) {
+  const std::int64_t lo_raw = cu[b * stride], hi_raw = cu[(b + 1) * stride];
+  const std::int64_t limit = rows >= 0 ? rows : INT64_MAX;
+  const std::int64_t lo = min(max(lo_raw, std::int64_t{0}), limit);
+  const std::int64_t hi = min(max(hi_raw, lo), limit);
+  const bool ok = (b > 0 || lo_raw == 0) && lo_raw >= 0 && hi_raw >= lo_raw && hi_raw <= limit && hi_raw - lo_raw <= longest;
+  return {lo, static_cast<int>(min(hi - lo, std::int64_t{longest})), ok};
+}
+
+// Sequence b's lengths, clamped to the planned longest lengths (the graph was
+// built for those, so a longer (invalid) length must not make cuDNN read past
+// it) and into the packed rows; `ok`: the metadata keeps the host's rules.
+__device__ Lengths lengths(const SequenceSource& s, int b, bool* ok = nullptr) {
   Lengths l{s.seqlen_q, s.seqlen_k, 0};
+  bool good = true;
   if (s.cu_q != nullptr) {
-    l.q_offset = s.cu_q[b * s.cu_q_stride];
-    l.q = static_cast<int>(s.cu_q[(b + 1) * s.cu_q_stride] - l.q_offset);
+    const Packed q = packed(s.cu_q, s.cu_q_stride, b, s.rows_q, s.seqlen_q);
+    l.q_offset = q.lo;
+    l.q = q.len;
+    good = good && q.ok;
   }
-  if (s.seqlens_k != nullptr)
+  if (s.seqlens_k != nullptr) {
     l.k = s.seqlens_k[b * s.seqlens_k_stride];
-  else if (s.cu_k != nullptr)
-    l.k = s.cu_k[(b + 1) * s.cu_k_stride] - s.cu_k[b * s.cu_k_stride];
+    good = good && l.k >= 0 && l.k <= s.seqlen_k;
+  } else if (s.cu_k != nullptr) {
+    const Packed k = packed(s.cu_k, s.cu_k_stride, b, s.rows_k, s.seqlen_k);
+    l.k = k.len;
+    good = good && k.ok;
+  }
   l.q = min(max(l.q, 0), s.seqlen_q);
   l.k = min(max(l.k, 0), s.seqlen_k);
+  if (ok != nullptr) *ok = good;
   return l;
+}
+
+// The packed offset of sequence b's first row (b == batch: the end), clamped as lengths() does.
+__device__ std::int64_t packed_offset(const std::int32_t* cu, std::int64_t stride, std::int64_t b, std::int64_t rows) {
+  const std::int64_t v = max(static_cast<std::int64_t>(cu[b * stride]), std::int64_t{0});
+  return rows >= 0 ? min(v, rows) : v;
 }
 
 // The graph's sequences past the call's are empty: no queries, no keys.
@@ -56,7 +89,7 @@ __global__ void prepare_kernel(PrepareParams p) {
         const bool kv = r == 1 || r == 2;
         const std::int32_t* cu = kv ? p.seq.cu_k : p.seq.cu_q;
         const std::int64_t stride = kv ? p.seq.cu_k_stride : p.seq.cu_q_stride;
-        const std::int64_t offset = static_cast<std::int64_t>(cu[b * stride]) * p.token_stride[r];
+        const std::int64_t offset = packed_offset(cu, stride, b, kv ? p.seq.rows_k : p.seq.rows_q) * p.token_stride[r];
         if (p.offsets_int64)
           static_cast<std::int64_t*>(p.ragged[r])[i] = offset;
         else
@@ -66,15 +99,63 @@ __global__ void prepare_kernel(PrepareParams p) {
     if (i < table) {
       const int b = static_cast<int>(i / p.max_pages), j = static_cast<int>(i % p.max_pages);
       const int used = (graph_lengths(p, b).k + p.page_size - 1) / p.page_size;
-      p.page_table[i] =
+      std::int32_t page =
           j < used && j < p.table_cols ? p.block_table[b * p.block_table_strides[0] + j * p.block_table_strides[1]] : 0;
+      if (p.num_pages > 0 && (page < 0 || page >= p.num_pages)) page = 0;  // cuDNN reads the page it is given
+      p.page_table[i] = page;
     }
     if (i < 6 && p.scalars != nullptr) p.scalars[i] = p.scalar_values[i];
   }
 }
 
+// Whether the call's metadata keeps the host's rules, for the whole CTA.
+__device__ bool call_ok(const SequenceSource& s, int batch) {
+  bool ok = true;
+  for (int b = threadIdx.x; b < batch; b += blockDim.x) {
+    bool good = true;
+    lengths(s, b, &good);
+    ok = ok && good;
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// NaN over O and LSE of packed row / (b, i) for every head.
+__device__ void poison_row(const FinishParams& p, int b, std::int64_t q_offset, std::int64_t i) {
+  const std::uint16_t nan = 0x7fff;  // a quiet NaN in fp16 and in bf16
+  for (int h = 0; h < p.heads_q; ++h) {
+    const HeadRows o = head_rows(p.layout, p.out_strides, b, h, q_offset);
+    auto* row = static_cast<std::uint16_t*>(p.out) + o.offset + i * o.row_stride;
+    for (int d = 0; d < p.head_dim_v; ++d) row[d] = nan;
+    if (p.lse == nullptr) continue;
+    const std::int64_t at = p.layout == Layout::thd ? h * p.lse_strides[0] + (q_offset + i) * p.lse_strides[1]
+                                                    : b * p.lse_strides[0] + h * p.lse_strides[1] + i * p.lse_strides[2];
+    p.lse[at] = NAN;
+  }
+}
+
+// A call whose metadata lies: NaN over every packed row (THD with rows_q
+// given) or every batch x seqlen_q row, after cuDNN wrote them.
+__device__ void poison_call(const FinishParams& p) {
+  const bool packed_rows = p.layout == Layout::thd && p.seq.rows_q >= 0;
+  const std::int64_t rows = packed_rows ? p.seq.rows_q : static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q;
+  for (std::int64_t r = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += std::int64_t{gridDim.x} * blockDim.x) {
+    if (packed_rows) {
+      poison_row(p, 0, 0, r);
+      continue;
+    }
+    // THD without rows_q: where the rows end is unknown, so nothing is written (safe, not loud).
+    if (p.layout == Layout::thd) continue;
+    poison_row(p, static_cast<int>(r / p.seq.seqlen_q), 0, r % p.seq.seqlen_q);
+  }
+}
+
 // One thread per (sequence, query row), looping over heads.
 __global__ void finish_kernel(FinishParams p) {
+  if (!call_ok(p.seq, p.batch)) {
+    poison_call(p);
+    return;
+  }
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q;
   for (std::int64_t r = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; r < rows;
        r += std::int64_t{gridDim.x} * blockDim.x) {
@@ -123,7 +204,10 @@ int launch_prepare(const PrepareParams& p, void* stream) {
 }
 
 int launch_finish(const FinishParams& p, void* stream) {
-  finish_kernel<<<blocks_for(static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q), kThreads, 0,
+  const std::int64_t rows = p.layout == Layout::thd && p.seq.rows_q >= 0
+                                ? std::max<std::int64_t>(p.seq.rows_q, static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q)
+                                : static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q;
+  finish_kernel<<<blocks_for(rows), kThreads, 0,
                   static_cast<cudaStream_t>(stream)>>>(p);
   return static_cast<int>(cudaGetLastError());
 }

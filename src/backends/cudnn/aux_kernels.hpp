@@ -7,6 +7,11 @@
 //   finish    after the graph: attnkit's semantics for rows that see no key
 //             (output 0, LSE -inf, or the sink logit with sinks) and the LSE of
 //             packed problems from cuDNN's [total, h] stats into [h, total].
+// Device metadata that breaks the host's rules (AK1108 / AK1111: cu_seqlens
+// decreasing or past the packed rows, a sequence longer than seqlen_q /
+// seqlen_k, seqlens_k past the block table): prepare clamps what it hands
+// cuDNN, and finish writes NaN over the call's whole output and LSE (every
+// batch x seqlen_q row; THD: every packed row, when rows_q is given).
 // Plain declarations (no CUDA types); each returns a cudaError_t as int.
 #include <cstdint>
 
@@ -23,6 +28,12 @@ struct SequenceSource {
   const std::int32_t* seqlens_k = nullptr;  // paged: seqlens_k
   std::int64_t seqlens_k_stride = 1;
   int seqlen_q = 0, seqlen_k = 0;  // the Problem's (longest) lengths: constants and clamps
+  // THD: the packed rows of q (and out) and of k / v (q.shape[0], k.shape[0]);
+  // -1: not given (offsets are then clamped only at 0). Device cu_seqlens are
+  // not read on the host: the kernels clamp every offset and length into these
+  // rows, so cuDNN, which takes seq_q / seq_kv / ragged offsets / the page
+  // table as given, never addresses past the tensors.
+  std::int64_t rows_q = -1, rows_k = -1;
 };
 
 struct PrepareParams {
@@ -39,6 +50,7 @@ struct PrepareParams {
   const std::int32_t* block_table = nullptr;
   std::int64_t block_table_strides[2] = {};
   int table_cols = 0, max_pages = 0, page_size = 0;
+  int num_pages = -1;  // pages in the cache (k.shape[0]); -1: not given (entries are then copied as they are)
   std::int32_t* page_table = nullptr;
   // fp8: descale_q, descale_k, descale_v, descale_s, scale_s, scale_o.
   float* scalars = nullptr;

@@ -47,6 +47,7 @@ struct AttnParams {
   int window_left = -1, window_right = -1;  // effective window (causal included)
   int page_size = 0;                        // > 0: paged KV cache
   int block_table_cols = 0;                 // paged: pages per sequence in the block table
+  int num_pages = 0;                        // paged: pages in the cache (k's first extent)
   int block_q = 0, block_k = 0;             // block-sparse block sizes (block_offsets set)
   int block_batch = 1, block_heads = 1;     // distinct lists per sequence / per query head: 1 or batch / heads_q
   int num_q_blocks = 0, num_k_blocks = 0;   // ceil(seqlen_q / block_q), ceil(seqlen_k / block_k)
@@ -78,20 +79,99 @@ struct DeviceSpan {
   std::int64_t q_offset, k_offset;
 };
 
+// Device-resident metadata is not read on the host (validate_binding checks
+// only its size), so it may disagree with the problem. Two things keep that
+// safe and loud (docs/reliability.md, AK1108):
+//  - every kernel addresses sequences only through sequence_span() and pages
+//    only through cache_page(), which clamp what they return into the tensors
+//    (no out-of-bounds access, whatever the values);
+//  - every CTA checks the whole call first (metadata_share_ok, one share per
+//    thread, reduced by the CTA's first barrier): when any value breaks the
+//    host's rules the CTA writes NaN over its part of out and LSE and
+//    computes nothing (poison_call_part, kernels/cuda/common/lying_metadata.hpp),
+//    so the call's whole output is NaN. Block-table entries are checked where
+//    they are read: the tile that reads an entry outside the cache is NaN.
+
+// Rows [lo, hi) of packed sequence b per cu_seqlens, clamped into [0, rows].
+struct PackedRows {
+  std::int64_t offset;
+  int len;
+};
+AK_HOST_DEVICE PackedRows packed_rows(const std::int32_t* cu, std::int64_t stride, int b, std::int64_t rows) {
+  const std::int64_t lo_raw = cu[b * stride], hi_raw = cu[(b + 1) * stride];
+  const std::int64_t lo = lo_raw < 0 ? 0 : lo_raw > rows ? rows : lo_raw;
+  const std::int64_t hi = hi_raw < lo ? lo : hi_raw > rows ? rows : hi_raw;
+  return {lo, static_cast<int>(hi - lo)};  // cu values are int32: hi - lo < 2^31
+}
+
+// Keys a paged cache can hold per sequence: the block table's columns x page_size.
+AK_HOST_DEVICE std::int64_t cache_capacity(const AttnParams& p) {
+  return static_cast<std::int64_t>(p.block_table_cols) * p.page_size;
+}
+
 AK_HOST_DEVICE DeviceSpan sequence_span(const AttnParams& p, int b) {
   DeviceSpan s{p.seqlen_q, p.seqlen_k, 0, 0};
   if (p.layout == Layout::thd) {
-    const std::int32_t q0 = p.cu_seqlens_q[b * p.cu_q_stride], q1 = p.cu_seqlens_q[(b + 1) * p.cu_q_stride];
-    s.q_offset = q0;
-    s.q_len = q1 - q0;
+    const PackedRows q = packed_rows(p.cu_seqlens_q, p.cu_q_stride, b, p.rows_q);
+    s.q_offset = q.offset;
+    s.q_len = q.len;
     if (p.page_size == 0) {
-      const std::int32_t k0 = p.cu_seqlens_k[b * p.cu_k_stride], k1 = p.cu_seqlens_k[(b + 1) * p.cu_k_stride];
-      s.k_offset = k0;
-      s.k_len = k1 - k0;
+      const PackedRows k = packed_rows(p.cu_seqlens_k, p.cu_k_stride, b, p.rows_k);
+      s.k_offset = k.offset;
+      s.k_len = k.len;
     }
   }
-  if (p.page_size > 0) s.k_len = p.seqlens_k[b * p.seqlens_k_stride];
+  if (p.page_size > 0) {
+    const std::int64_t k = p.seqlens_k[b * p.seqlens_k_stride], cap = cache_capacity(p);
+    s.k_len = static_cast<int>(k < 0 ? 0 : k > cap ? cap : k);
+  }
   return s;
+}
+
+// Page number of logical page j (< block_table_cols) of sequence b, clamped
+// into [0, num_pages); `bad` is set when the entry lies outside the cache.
+// (fa3 reads entries through its TMA map of the cache, whose bounds are the
+// clamp: a box outside is zeros; it uses page_outside() for the flag.)
+// (One unsigned compare: a negative entry wraps past num_pages.)
+AK_HOST_DEVICE bool page_outside(const AttnParams& p, std::int32_t page) {
+  return static_cast<std::uint32_t>(page) >= static_cast<std::uint32_t>(p.num_pages);
+}
+AK_HOST_DEVICE int cache_page(const AttnParams& p, int b, int j, bool& bad) {
+  const std::int32_t page = p.block_table[b * p.block_table_strides[0] + j * p.block_table_strides[1]];
+  const bool outside = page_outside(p, page);
+  bad = bad || outside;
+  return outside ? (page < 0 ? 0 : p.num_pages - 1) : page;
+}
+
+// Whether sequence b's packed rows keep the host's rules (AK1108): cu_seqlens
+// starts at 0, never decreases, ends within the rows, no sequence longer than
+// the problem's (max) length.
+AK_HOST_DEVICE bool packed_sequence_ok(const std::int32_t* cu, std::int64_t stride, int b, std::int64_t rows,
+                                       int longest) {
+  const std::int64_t lo = cu[b * stride], hi = cu[(b + 1) * stride];
+  return (b > 0 || lo == 0) & (lo >= 0) & (lo <= hi) & (hi <= rows) & (hi - lo <= longest);
+}
+
+// Whether the call's device metadata for sequences tid, tid + threads, ...
+// keeps the host's rules (AK1108 for cu_seqlens, AK1111 for seqlens_k: within
+// [0, seqlen_k] and the block table's capacity). The CTA ORs the shares of its
+// threads (call_lies); a problem without such metadata is always fine.
+AK_HOST_DEVICE bool metadata_share_ok(const AttnParams& p, int tid, int threads) {
+  bool ok = true;
+  const bool packed = p.layout == Layout::thd, paged = p.page_size > 0;
+  if (!packed && !paged) return true;
+  const std::int64_t cap = paged ? cache_capacity(p) : 0;
+  for (int b = tid; b < p.batch; b += threads) {
+    if (packed) {
+      ok = ok & packed_sequence_ok(p.cu_seqlens_q, p.cu_q_stride, b, p.rows_q, p.seqlen_q);
+      if (!paged) ok = ok & packed_sequence_ok(p.cu_seqlens_k, p.cu_k_stride, b, p.rows_k, p.seqlen_k);
+    }
+    if (paged) {
+      const std::int64_t k = p.seqlens_k[b * p.seqlens_k_stride];
+      ok = ok & (k >= 0) & (k <= p.seqlen_k) & (k <= cap);
+    }
+  }
+  return ok;
 }
 
 inline void copy_strides(std::int64_t* dst, const TensorView& t, int n) {
@@ -126,6 +206,7 @@ inline AttnParams make_attn_params(const Problem& p, const AttentionTensors& t) 
     a.block_table = static_cast<const std::int32_t*>(t.block_table.data);
     copy_strides(a.block_table_strides, t.block_table, 2);
     a.block_table_cols = static_cast<int>(t.block_table.shape[1]);
+    a.num_pages = static_cast<int>(t.k.shape[0]);
     a.seqlens_k = static_cast<const std::int32_t*>(t.seqlens_k.data);
     a.seqlens_k_stride = t.seqlens_k.strides[0];
   }

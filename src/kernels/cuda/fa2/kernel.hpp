@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common/key_tiles.hpp"
+#include "kernels/cuda/common/lying_metadata.hpp"
 #include "kernels/cuda/fa2/epilogue.hpp"
 #include "kernels/cuda/fa2/mainloop.hpp"
 #include "kernels/cuda/common/tile_scheduler.hpp"
@@ -30,6 +31,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
   // ---- which tile, and where its rows live
   const Tile tile = TileScheduler<kBlockM>::current();
   const DeviceSpan span = sequence_span(p, tile.batch);
+  // Device metadata that disagrees with the problem: NaN everywhere, nothing computed.
+  if (call_lies(p, Traits::kThreads)) {
+    poison_call_part<T>(p, cta_index(), cta_count(), static_cast<int>(threadIdx.x), Traits::kThreads);
+    return;
+  }
   const int m0 = tile.m_block * kBlockM;
   if (m0 >= span.q_len) return;  // varlen: this sequence is shorter than the longest
   const int head_kv = tile.head / p.gqa_ratio;

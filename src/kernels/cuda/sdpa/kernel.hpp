@@ -14,6 +14,7 @@
 
 #include <cmath>
 
+#include "kernels/cuda/common/lying_metadata.hpp"
 #include "kernels/cuda/cuda_types.hpp"
 #include "kernels/cuda/params.hpp"
 
@@ -27,12 +28,12 @@ struct SdpaShape {
   static AK_HOST_DEVICE int smem_floats(int dqk, int dv) { return kKeys * (dqk + 1) + kKeys * dv + kRows * dqk; }
 };
 
-// Element offset of key j of (batch b, kv head h) in k or v.
+// Element offset of key j of (batch b, kv head h) in k or v; `bad_page` is
+// set when j's block-table entry lies outside the cache (read clamped).
 __device__ __forceinline__ std::int64_t kv_row_offset(const AttnParams& p, const std::int64_t* strides, int b,
-                                                      int h, const DeviceSpan& span, int j) {
+                                                      int h, const DeviceSpan& span, int j, bool& bad_page) {
   if (p.page_size > 0) {
-    const std::int64_t page =
-        p.block_table[b * p.block_table_strides[0] + (j / p.page_size) * p.block_table_strides[1]];
+    const std::int64_t page = cache_page(p, b, j / p.page_size, bad_page);
     return page * strides[0] + (j % p.page_size) * strides[1] + h * strides[2];
   }
   const HeadRows rows = head_rows(p.layout, strides, b, h, span.k_offset);
@@ -65,6 +66,11 @@ __global__ void __launch_bounds__(SdpaShape::kRows * 32) sdpa_forward_kernel(con
   const int b = blockIdx.z, h = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const DeviceSpan span = sequence_span(p, b);
+  // Device metadata that disagrees with the problem: NaN everywhere, nothing computed.
+  if (call_lies(p, kThreads)) {
+    poison_call_part<T>(p, cta_index(), cta_count(), static_cast<int>(threadIdx.x), kThreads);
+    return;
+  }
   const int row0 = blockIdx.x * kRows;
   if (row0 >= span.q_len) return;
   const int row = row0 + warp;
@@ -91,17 +97,19 @@ __global__ void __launch_bounds__(SdpaShape::kRows * 32) sdpa_forward_kernel(con
 
   const T* kg = static_cast<const T*>(p.k);
   const T* vg = static_cast<const T*>(p.v);
+  bool bad_page = false;     // this thread read a block-table entry outside the cache
+  bool page_fault = false;   // some thread of the CTA did: its rows are NaN
   for (int j0 = first.lo; j0 < last.hi; j0 += kKeys) {
     __syncthreads();  // the previous tile is consumed (and sQ is visible on the first pass)
     for (int idx = threadIdx.x; idx < kKeys * dqk; idx += kThreads) {
       const int jj = idx / dqk, d = idx % dqk, j = j0 + jj;
-      sK[jj * (dqk + 1) + d] = j < last.hi ? to_float(kg[kv_row_offset(p, p.k_strides, b, hkv, span, j) + d]) : 0.0f;
+      sK[jj * (dqk + 1) + d] = j < last.hi ? to_float(kg[kv_row_offset(p, p.k_strides, b, hkv, span, j, bad_page) + d]) : 0.0f;
     }
     for (int idx = threadIdx.x; idx < kKeys * dv; idx += kThreads) {
       const int jj = idx / dv, d = idx % dv, j = j0 + jj;
-      sV[jj * dv + d] = j < last.hi ? to_float(vg[kv_row_offset(p, p.v_strides, b, hkv, span, j) + d]) : 0.0f;
+      sV[jj * dv + d] = j < last.hi ? to_float(vg[kv_row_offset(p, p.v_strides, b, hkv, span, j, bad_page) + d]) : 0.0f;
     }
-    __syncthreads();
+    page_fault |= __syncthreads_or(bad_page) != 0;
     if (!active) continue;
 
     // Lanes l and l + 16 each sum half of q.k_j for key j = j0 + (l % 16).
@@ -140,7 +148,8 @@ __global__ void __launch_bounds__(SdpaShape::kRows * 32) sdpa_forward_kernel(con
   if (!active) return;
 
   if (has_sink) l += expf(sink - m);  // m >= sink: m started there
-  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  if (page_fault) inv = NAN;  // the CTA read a page outside the cache: its rows' O and LSE are NaN
   const HeadRows o_rows = head_rows(p.layout, p.out_strides, b, h, span.q_offset);
   T* out = static_cast<T*>(p.out) + o_rows.offset + row * o_rows.row_stride;
 #pragma unroll
@@ -152,7 +161,7 @@ __global__ void __launch_bounds__(SdpaShape::kRows * 32) sdpa_forward_kernel(con
     const std::int64_t off = p.layout == Layout::thd
                                  ? h * p.lse_strides[0] + (span.q_offset + row) * p.lse_strides[1]
                                  : b * p.lse_strides[0] + h * p.lse_strides[1] + row * p.lse_strides[2];
-    p.lse[off] = l > 0.0f ? m + logf(l) : -INFINITY;
+    p.lse[off] = page_fault ? NAN : l > 0.0f ? m + logf(l) : -INFINITY;
   }
 }
 

@@ -14,16 +14,18 @@ template <class Traits>
 struct Fa3Epilogue {
   using T = typename Traits::T;
 
-  // `wg` is the consumer index (0..kConsumers-1), `m0` the tile's first query row.
+  // `wg` is the consumer index (0..kConsumers-1), `m0` the tile's first query
+  // row; `poison`: the tile read a page outside the cache, its rows are NaN.
   static __device__ __forceinline__ void store(const AttnParams& p, const float (&o)[1][Traits::kOTiles][4],
                                                const RowState (&st)[1], float sink_log2, bool has_sink, int wg,
                                                int m0, const DeviceSpan& span, T* out_base,
                                                std::int64_t out_row_stride, std::int64_t lse_offset,
-                                               std::int64_t lse_row_stride) {
+                                               std::int64_t lse_row_stride, bool poison = false) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const RowTotal total = finish_row(st[0].m[r], st[0].l[r], has_sink, sink_log2);
+      RowTotal total = finish_row(st[0].m[r], st[0].l[r], has_sink, sink_log2);
+      if (poison) total.inv_l = total.lse = NAN;
       const int row = m0 + 64 * wg + 16 * warp + g + 8 * r;
       if (row >= span.q_len) continue;
       T* dst = out_base + row * out_row_stride + 2 * t;

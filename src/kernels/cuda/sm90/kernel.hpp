@@ -6,6 +6,7 @@
 // get an empty kernel that the host never launches (plan() refuses them).
 #include <type_traits>
 
+#include "kernels/cuda/common/lying_metadata.hpp"
 #include "kernels/cuda/common/tile_scheduler.hpp"
 #include "kernels/cuda/sm90/epilogue.hpp"
 #include "kernels/cuda/sm90/mainloop.hpp"
@@ -67,7 +68,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
   const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(p);
 
   if (threadIdx.x == 0) sm.init_barriers();
-  __syncthreads();
+  // The barrier that publishes the barriers also decides whether the call's
+  // device metadata lies: then the CTA writes NaN over its part of the output
+  // and computes nothing (lying_metadata.hpp; before setmaxnreg, so the
+  // producer's 24 registers do not carry it).
+  if (metadata_barrier(p, Traits::kThreads)) {
+    poison_call_part<T>(p, blockIdx.x, gridDim.x, static_cast<int>(threadIdx.x), Traits::kThreads);
+    return;
+  }
 
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
@@ -134,6 +142,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       }
 
       Consumer::run(p, sm, o, st, skip, t.keys, wg_keys, wg, strip_row0, t.span, ps);
+      bool poison = false;  // a paged tile that read a block-table entry outside the cache
+      if constexpr (kPaged) poison = t.keys.count() > 0 && sm.page_fault((ps.q - 1) & 1);  // run() counted it
 
       const HeadRows o_rows = head_rows(p.layout, p.out_strides, t.tile.batch, t.tile.head, t.span.q_offset);
       const std::int64_t lse_offset = packed ? t.tile.head * p.lse_strides[0] + t.span.q_offset * p.lse_strides[1]
@@ -141,7 +151,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       const std::int64_t lse_row_stride = packed ? p.lse_strides[1] : p.lse_strides[2];
       Fa3Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, wg, t.m0, t.span,
                                  static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset,
-                                 lse_row_stride);
+                                 lse_row_stride, poison);
     };
     // The producer's walk (above): dynamic tiles arrive through shared memory.
     const bool dynamic = params.dynamic_tiles != 0;

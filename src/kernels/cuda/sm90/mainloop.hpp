@@ -84,6 +84,18 @@ struct Fa3Smem {
     return v;
   }
 
+  // Paged caches: whether the tile of Q turn i (PipelineState::q & 1) read a
+  // block-table entry outside the cache. The producer clears the word once
+  // q_empty says the consumers are done with the turn's previous tile, and
+  // sets it before the arrive on v_full of the key tile that read the entry;
+  // the consumers read it after their last v_full wait of the tile, with the
+  // lane that arrives on q_empty (read_by_lane0), and write NaN rows.
+  __device__ __forceinline__ std::uint32_t page_fault_word(int i) const {
+    return bar(2 + 5 * Traits::kStages + 3 * Traits::kTileSlots + i);
+  }
+  __device__ __forceinline__ void set_page_fault(int i, int value) const { st_shared_u32(page_fault_word(i), value); }
+  __device__ __forceinline__ bool page_fault(int i) const { return read_by_lane0(page_fault_word(i)) != 0; }
+
   __device__ __forceinline__ void init_barriers() const {
     mbar_init(q_full(), 1);
     mbar_init(q_empty(), Traits::kConsumerWarps);
@@ -152,21 +164,25 @@ struct Fa3Producer {
   // again (masked out, but finite: never uninitialised shared memory); page
   // numbers are read within the block table's row, and a page past the cache
   // is a TMA box out of bounds (zeros), so lying metadata reads nothing outside.
-  static __device__ __forceinline__ void load_paged(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar,
+  // Returns whether an entry read lies outside the cache (the tile is then NaN).
+  static __device__ __forceinline__ bool load_paged(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar,
                                                     const AttnParams& p, int head_kv, const PagedSequence& seq,
                                                     int key0, int blocks) {
     const int page_size = p.page_size;
     const int chunk = page_size < Traits::kBlockN ? page_size : Traits::kBlockN;
     const int last = seq.k_len > 0 ? (seq.k_len - 1) / chunk * chunk : 0;
     const std::int32_t* row = p.block_table + seq.sequence * p.block_table_strides[0];
+    bool bad = false;
     for (int j = 0; j < Traits::kBlockN / chunk; ++j) {
       const int key = min(key0 + j * chunk, last);
       const int logical = min(key / page_size, p.block_table_cols - 1);
       const int page = logical >= 0 ? row[logical * p.block_table_strides[1]] : -1;
+      bad |= page_outside(p, page);
       for (int c = 0; c < blocks; ++c)
         tma_load_4d(dst + static_cast<std::uint32_t>((c * Traits::kBlockN + j * chunk) * Traits::kSwizzleBytes), map,
                     bar, c * Traits::kBlockCols, key % page_size, head_kv, page);
     }
+    return bad;
   }
 
   // The tile's Q at m0, then key tiles tiles.tile(0 .. count); one thread.
@@ -177,6 +193,7 @@ struct Fa3Producer {
                                                    PipelineState& ps) {
     if (tiles.count() <= 0) return;  // no key visible: the consumers write zeros without Q
     mbar_wait(sm.q_empty(), ps.q_parity() ^ 1);  // the previous tile's last Q K^T is done
+    if constexpr (kPaged) sm.set_page_fault(ps.q & 1, 0);  // this turn's previous tile was stored
     mbar_arrive_expect_tx(sm.q_full(), static_cast<std::uint32_t>(Traits::kQBytes));
     load_rows(sm.q(), Traits::kBlockM, &p.tma_q, sm.q_full(), at.q_row0 + m0, at.head, at.batch, Traits::kQkBlocks);
     constexpr bool kListed = !std::is_same_v<Tiles, KeyTiles>;
@@ -189,15 +206,19 @@ struct Fa3Producer {
       mbar_wait(sm.k_empty(slot.stage), slot.parity ^ 1);
       if constexpr (kListed) sm.set_stage_tile(slot.stage, tile);
       mbar_arrive_expect_tx(sm.k_full(slot.stage), static_cast<std::uint32_t>(Traits::kKBytes));
-      if constexpr (kPaged)
-        load_paged(sm.k(slot.stage), &p.tma_k, sm.k_full(slot.stage), p.a, at.head_kv, seq, key0, Traits::kQkBlocks);
-      else
+      if constexpr (kPaged) {
+        // K's entries are V's: flagged before V's arrive, seen by the consumers' epilogue.
+        if (load_paged(sm.k(slot.stage), &p.tma_k, sm.k_full(slot.stage), p.a, at.head_kv, seq, key0,
+                       Traits::kQkBlocks))
+          sm.set_page_fault(ps.q & 1, 1);
+      } else
         load_rows(sm.k(slot.stage), Traits::kBlockN, &p.tma_k, sm.k_full(slot.stage), key0, at.head_kv, at.batch,
                   Traits::kQkBlocks);
       mbar_wait(sm.v_empty(slot.stage), slot.parity ^ 1);
       mbar_arrive_expect_tx(sm.v_full(slot.stage), static_cast<std::uint32_t>(Traits::kVBytes));
       if constexpr (kPaged)
-        load_paged(sm.v(slot.stage), &p.tma_v, sm.v_full(slot.stage), p.a, at.head_kv, seq, key0, Traits::kVBlocks);
+        (void)load_paged(sm.v(slot.stage), &p.tma_v, sm.v_full(slot.stage), p.a, at.head_kv, seq, key0,
+                         Traits::kVBlocks);
       else
         load_rows(sm.v(slot.stage), Traits::kBlockN, &p.tma_v, sm.v_full(slot.stage), key0, at.head_kv, at.batch,
                   Traits::kVBlocks);

@@ -64,10 +64,11 @@ struct Fa3Traits {
   static constexpr std::size_t kVBytes = std::size_t(kVBlocks) * kBlockN * kSwizzleBytes;
   // Q | K[kStages] | V[kStages] | barriers: q_full, q_empty, k_full, k_empty, v_full, v_empty |
   // the key tile in each stage (block-sparse: the producer's list entry, for the consumers) |
-  // the dynamic scheduler's two output-tile slots: tile_full[2], tile_empty[2], tile_word[2].
+  // the dynamic scheduler's two output-tile slots: tile_full[2], tile_empty[2], tile_word[2] |
+  // paged caches: page_fault[2], one per Q-buffer turn (mainloop.hpp).
   static constexpr int kTileSlots = 2;
   static constexpr std::size_t kBarrierOffset = kQBytes + kStages * (kKBytes + kVBytes);
-  static constexpr std::size_t kBarrierBytes = 8 * (2 + 5 * kStages + 3 * kTileSlots);
+  static constexpr std::size_t kBarrierBytes = 8 * (2 + 5 * kStages + 3 * kTileSlots + 2);
   static constexpr std::size_t kAlign = 1024;  // swizzle atoms sit on 1024-byte boundaries
   static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarrierBytes + kAlign;  // + the base's alignment slack
 
