@@ -223,9 +223,11 @@ class CudnnPlan final : public Plan {
     if (p.layout == Layout::thd) {
       s.cu_q = t.cu_seqlens_q.ptr<const std::int32_t>();
       s.cu_q_stride = t.cu_seqlens_q.strides[0];
+      s.rows_q = t.q.shape[0];  // the kernels clamp device offsets into the packed rows
       if (!p.paged_kv) {
         s.cu_k = t.cu_seqlens_k.ptr<const std::int32_t>();
         s.cu_k_stride = t.cu_seqlens_k.strides[0];
+        s.rows_k = t.k.shape[0];
       }
     }
     if (p.paged_kv) {
@@ -262,6 +264,7 @@ class CudnnPlan final : public Plan {
       pp.table_cols = static_cast<int>(t.block_table.shape[1]);
       pp.max_pages = static_cast<int>(spec.max_pages);
       pp.page_size = static_cast<int>(spec.page_size);
+      pp.num_pages = static_cast<int>(t.k.shape[0]);  // entries past the cache are clamped to a page inside it
       pp.page_table = static_cast<std::int32_t*>(at(aux_.page_table));
     }
     if (spec.fp8()) {
