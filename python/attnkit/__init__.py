@@ -284,6 +284,10 @@ def _block_sparse(q, block_offsets, block_indices, block_q, block_k, block_layou
     return (block_q, block_k) + _block_layout(block_layout), block_offsets, block_indices
 
 
+def _as_is(x):
+    return x
+
+
 def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_shape, lse_shape, causal,
          window_size, softcap, softmax_scale, sinks, return_lse, backend, page_size=None,
          cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, seqlens_k=None, make_out=None, layer=None,
@@ -296,7 +300,8 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
                     ("block_table", block_table), ("cache_seqlens", seqlens_k)):
         if x is not None:  # q, k, v were checked by the caller's _shape
             _require_array(x, name)
-    if _arrays.framework(q) == "torch":
+    torch_arrays = _arrays.framework(q) == "torch"
+    if torch_arrays:
         _register_torch_ops()
     dtype = _arrays.dtype_name(q)
     device = _arrays.device_kind(q)
@@ -326,8 +331,10 @@ def _run(layout, q, k, v, *, batch, seqlen_q, seqlen_k, heads_q, heads_kv, out_s
         result = out = _arrays.empty(q, out_shape, plan.out_dtype, "out", out_fill)
     lse = _arrays.empty(q, lse_shape, "fp32", "lse", lse_fill) if return_lse else None
     workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8", "workspace") if plan.workspace_bytes else None
-    refused = plan.run(q, k, v, out, lse, sinks, gate, cu_seqlens_q, cu_seqlens_k, block_table, seqlens_k, block_offsets,
-                       block_indices, workspace, _arrays.current_stream(q))
+    n = _arrays.native if torch_arrays else _as_is
+    refused = plan.run(n(q), n(k), n(v), n(out), n(lse), n(sinks), n(gate), n(cu_seqlens_q), n(cu_seqlens_k),
+                       n(block_table), n(seqlens_k), n(block_offsets), n(block_indices), n(workspace),
+                       _arrays.current_stream(q))
     if refused:
         raise AttnkitError(refused)
     _last_backend.set(plan.backend)

@@ -117,11 +117,28 @@ def like(reference, array):
     return array
 
 
+def native(x):
+    """`x` as the native layer takes it: a torch tensor as the DLPack capsule of its data,
+    made directly (torch's own __dlpack__ costs ~6 us a tensor in Python, the capsule
+    0.7 us: 2026-12-02, H200 host); anything else (and a tensor that needs autograd, which
+    __dlpack__ refuses) as itself."""
+    if x is None or framework(x) != "torch" or x.requires_grad:
+        return x
+    import torch
+    try:
+        return torch._C._to_dlpack(x)
+    except (AttributeError, RuntimeError, TypeError):  # a torch without it, or a tensor it does not export
+        return x
+
+
 def current_stream(x):
     """The CUDA stream handle the caller's framework queues work on (0 = default / CPU)."""
     fw = framework(x)
     if fw == "torch" and x.is_cuda:
         import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # ~0.3 us; torch.cuda.current_stream ~7 us
+        if raw is not None:
+            return raw(x.get_device())
         return torch.cuda.current_stream(x.device).cuda_stream
     if fw == "cupy":
         import cupy
