@@ -42,7 +42,7 @@ def kernels(fn, iters):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default="128:16384:1:16:full,256:16384:1:8:full,64:512:32:32:causal")
+    ap.add_argument("--shapes", default="128:16384:1:16:full,256:16384:1:8:full,64:512:32:32:causal,128:32760:1:24:full")
     ap.add_argument("--iters", type=int, default=10)
     args = ap.parse_args()
     for spec in args.shapes.split(","):

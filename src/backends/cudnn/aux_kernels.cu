@@ -101,7 +101,10 @@ __global__ void prepare_kernel(PrepareParams p) {
       const int used = (graph_lengths(p, b).k + p.page_size - 1) / p.page_size;
       std::int32_t page =
           j < used && j < p.table_cols ? p.block_table[b * p.block_table_strides[0] + j * p.block_table_strides[1]] : 0;
-      if (p.num_pages > 0 && (page < 0 || page >= p.num_pages)) page = 0;  // cuDNN reads the page it is given
+      if (p.num_pages > 0 && (page < 0 || page >= p.num_pages)) {
+        page = 0;  // cuDNN reads the page it is given
+        if (j < used && p.bad_pages != nullptr) p.bad_pages[b] = 1;  // every writer writes 1
+      }
       p.page_table[i] = page;
     }
     if (i < 6 && p.scalars != nullptr) p.scalars[i] = p.scalar_values[i];
@@ -162,6 +165,10 @@ __global__ void finish_kernel(FinishParams p) {
     const int b = static_cast<int>(r / p.seq.seqlen_q), i = static_cast<int>(r % p.seq.seqlen_q);
     const Lengths l = lengths(p.seq, b);
     if (i >= l.q) continue;
+    if (p.bad_pages != nullptr && p.bad_pages[b] != 0) {  // cuDNN read page 0 for a page outside the cache
+      poison_row(p, b, l.q_offset, i);
+      continue;
+    }
     const KeyRange keys = visible_keys(i, l.q, l.k, p.window_left, p.window_right);
     const bool empty = keys.hi <= keys.lo;
     for (int h = 0; h < p.heads_q; ++h) {
@@ -197,6 +204,11 @@ int blocks_for(std::int64_t n) {
 }  // namespace
 
 int launch_prepare(const PrepareParams& p, void* stream) {
+  if (p.bad_pages != nullptr) {
+    const cudaError_t err = cudaMemsetAsync(p.bad_pages, 0, sizeof(std::int32_t) * p.graph_batch,
+                                            static_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) return static_cast<int>(err);
+  }
   const std::int64_t n =
       p.page_table != nullptr ? static_cast<std::int64_t>(p.graph_batch) * p.max_pages : p.graph_batch + 1;
   prepare_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);

@@ -11,7 +11,9 @@
 // decreasing or past the packed rows, a sequence longer than seqlen_q /
 // seqlen_k, seqlens_k past the block table): prepare clamps what it hands
 // cuDNN, and finish writes NaN over the call's whole output and LSE (every
-// batch x seqlen_q row; THD: every packed row, when rows_q is given).
+// batch x seqlen_q row; THD: every packed row, when rows_q is given). A
+// block-table entry outside the cache, among the pages a sequence reads, is
+// handed to cuDNN as page 0 and makes that sequence's rows NaN.
 // Plain declarations (no CUDA types); each returns a cudaError_t as int.
 #include <cstdint>
 
@@ -52,6 +54,9 @@ struct PrepareParams {
   int table_cols = 0, max_pages = 0, page_size = 0;
   int num_pages = -1;  // pages in the cache (k.shape[0]); -1: not given (entries are then copied as they are)
   std::int32_t* page_table = nullptr;
+  // [graph_batch]: 1 where a page the sequence reads lies outside the cache (its
+  // entry is handed to cuDNN as page 0); zeroed by launch_prepare, read by finish.
+  std::int32_t* bad_pages = nullptr;
   // fp8: descale_q, descale_k, descale_v, descale_s, scale_s, scale_o.
   float* scalars = nullptr;
   float scalar_values[6] = {};
@@ -72,6 +77,7 @@ struct FinishParams {
   bool stats_ragged = false;
   const float* sinks = nullptr;
   std::int64_t sinks_stride = 1;
+  const std::int32_t* bad_pages = nullptr;  // paged: PrepareParams::bad_pages; those sequences' rows become NaN
 };
 int launch_finish(const FinishParams& p, void* stream);
 

@@ -95,7 +95,7 @@ Diagnostics enqueue(const Params&, StreamHandle) {
 // Problem alone (every binding of a plan fits).
 struct AuxLayout {
   static constexpr std::int64_t kNone = -1;
-  std::int64_t seq_q = kNone, seq_kv = kNone, page_table = kNone, stats = kNone, scalars = kNone;
+  std::int64_t seq_q = kNone, seq_kv = kNone, page_table = kNone, bad_pages = kNone, stats = kNone, scalars = kNone;
   std::int64_t ragged[5] = {kNone, kNone, kNone, kNone, kNone};  // q, k, v, o, stats
   std::int64_t bytes = 0;
 
@@ -119,7 +119,10 @@ struct AuxLayout {
       }
       if (p.return_lse) stats = add(4 * B * p.heads_q * g.seqlen_q);
     }
-    if (p.paged_kv) page_table = add(4 * B * g.max_pages);
+    if (p.paged_kv) {
+      page_table = add(4 * B * g.max_pages);
+      bad_pages = add(4 * B);
+    }
     if (p.dtype == DType::f8e4m3 || p.dtype == DType::f8e5m2) scalars = add(8 * 4);
   }
 };
@@ -177,7 +180,7 @@ class CudnnPlan final : public Plan {
     if (spec.padded || spec.ragged || spec.paged || spec.fp8())
       if (Diagnostics d = prepare(spec, t, aux, stream); !d.ok()) return d;
     if (Diagnostics d = cudnn::execute(*graph.value()->second.graph, pack, ws.data(), stream); !d.ok()) return d;
-    if (spec.padded) return finish(spec, t, at(aux_.stats), stream);
+    if (spec.padded) return finish(spec, t, at(aux_.stats), static_cast<const std::int32_t*>(at(aux_.bad_pages)), stream);
     return {};
   }
 
@@ -266,6 +269,7 @@ class CudnnPlan final : public Plan {
       pp.page_size = static_cast<int>(spec.page_size);
       pp.num_pages = static_cast<int>(t.k.shape[0]);  // entries past the cache are clamped to a page inside it
       pp.page_table = static_cast<std::int32_t*>(at(aux_.page_table));
+      pp.bad_pages = static_cast<std::int32_t*>(at(aux_.bad_pages));
     }
     if (spec.fp8()) {
       // P = softmax in [0, 1] is stored as fp8 for the second matmul: scaled to
@@ -278,9 +282,11 @@ class CudnnPlan final : public Plan {
     return enqueue(pp, stream);
   }
 
-  Diagnostics finish(const cudnn::GraphSpec& spec, const AttentionTensors& t, void* stats, StreamHandle stream) const {
+  Diagnostics finish(const cudnn::GraphSpec& spec, const AttentionTensors& t, void* stats,
+                     const std::int32_t* bad_pages, StreamHandle stream) const {
     const Problem& p = problem();
     cudnn::FinishParams fp;
+    fp.bad_pages = bad_pages;
     fp.batch = p.batch;
     fp.heads_q = p.heads_q;
     fp.head_dim_v = p.head_dim_v;
