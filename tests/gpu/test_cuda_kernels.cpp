@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -645,7 +646,10 @@ Problem lying_paged() {
 }
 const ProblemDataOptions kLyingPagedData{.seed = 21, .k_lens = {500, 300, 77}};
 
-TEST(CudaLyingMetadata, CacheSeqlensPastTheBlockTable) {
+// `body(name, backend, platform, data)` for each backend with paged caches
+// (fa3, cuda_sdpa, cudnn) on the lying_paged() case; the test skips without a GPU.
+void for_each_paged_backend(
+    const std::function<void(const char*, const Backend&, const Platform&, HostProblemData&)>& body) {
   for (const char* name : {"fa3", "cuda_sdpa", "cudnn"}) {
     const Backend* backend = default_registry().find(name);
     ASSERT_NE(backend, nullptr);
@@ -657,47 +661,43 @@ TEST(CudaLyingMetadata, CacheSeqlensPastTheBlockTable) {
     }
     auto data = HostProblemData::create(lying_paged(), kLyingPagedData);
     ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
-    const std::int64_t capacity = data->tensors().block_table.shape[1] * 16;  // 32 columns x 16
+    body(name, *backend, *tp.platform, *data);
+  }
+}
+
+TEST(CudaLyingMetadata, CacheSeqlensPastTheBlockTable) {
+  for_each_paged_backend([](const char* name, const Backend& backend, const Platform& platform, HostProblemData& data) {
+    const std::int64_t capacity = data.tensors().block_table.shape[1] * 16;  // 32 columns x 16
     for (std::int32_t lie : {static_cast<std::int32_t>(capacity) + 100, 1 << 30, -5, 501}) {
       LyingOutputs got;
-      run_lying(*backend, *tp.platform, *data, data->problem(), {.seqlens_k = {500, lie, 77}}, got);
+      run_lying(backend, platform, data, data.problem(), {.seqlens_k = {500, lie, 77}}, got);
       expect_all_nan(got, std::string(name) + " cache_seqlens[1] = " + std::to_string(lie));
     }
-  }
+  });
 }
 
 // Sequence 1's first two block-table entries outside the cache: every tile of
 // sequence 1 reads them (no mask), so its rows are NaN (O and LSE); sequences
 // 0 and 2 read only their own pages and match the reference.
 TEST(CudaLyingMetadata, BlockTableEntriesOutsideTheCache) {
-  for (const char* name : {"fa3", "cuda_sdpa", "cudnn"}) {
-    const Backend* backend = default_registry().find(name);
-    ASSERT_NE(backend, nullptr);
-    const TestPlatform tp = test_platform_for(*backend);
-    if (!tp.platform) {
-      if (std::string(name) == "cuda_sdpa") GTEST_SKIP() << name << ": " << tp.skip_reason;  // no GPU at all
-      std::printf("%s skipped: %s\n", name, tp.skip_reason.c_str());
-      continue;
-    }
-    auto data = HostProblemData::create(lying_paged(), kLyingPagedData);
-    ASSERT_TRUE(data.ok()) << data.diagnostics().summary();
-    const TensorView& bt = data->tensors().block_table;
-    const std::int64_t cols = bt.shape[1], pages = data->tensors().k.shape[0];
+  for_each_paged_backend([](const char* name, const Backend& backend, const Platform& platform, HostProblemData& data) {
+    const TensorView& bt = data.tensors().block_table;
+    const std::int64_t cols = bt.shape[1], pages = data.tensors().k.shape[0];
     for (const auto& [first, second] : {std::pair<std::int64_t, std::int64_t>{pages + 7, -3}, {1 << 30, pages}}) {
       std::vector<std::int32_t> table(static_cast<std::size_t>(bt.numel()));
       std::copy_n(bt.ptr<const std::int32_t>(), table.size(), table.begin());
       table[cols + 0] = static_cast<std::int32_t>(first);
       table[cols + 1] = static_cast<std::int32_t>(second);
       LyingOutputs got;
-      run_lying(*backend, *tp.platform, *data, data->problem(), {.block_table = table}, got);
+      run_lying(backend, platform, data, data.problem(), {.block_table = table}, got);
       if (got.out.empty()) continue;  // declared it cannot run the case (printed)
-      const Reference ref = reference_of(*data);
+      const Reference ref = reference_of(data);
       for (int b = 0; b < 3; ++b) {
         RowCheck c;
-        for (int i = 0; i < data->problem().seqlen_q; ++i) check_row(*data, got, ref, b, i, c);
+        for (int i = 0; i < data.problem().seqlen_q; ++i) check_row(data, got, ref, b, i, c);
         if (b == 1) {
           EXPECT_EQ(c.nan, c.elements) << name << ": sequence 1 read pages outside the cache";
-          EXPECT_EQ(c.lse_nan, data->problem().seqlen_q * data->problem().heads_q) << name << ": its LSE too";
+          EXPECT_EQ(c.lse_nan, data.problem().seqlen_q * data.problem().heads_q) << name << ": its LSE too";
         } else {
           EXPECT_EQ(c.nan, 0) << name << ": sequence " << b << " reads only its own pages";
           EXPECT_EQ(c.lse_nan, 0) << name << ": sequence " << b;
@@ -705,7 +705,7 @@ TEST(CudaLyingMetadata, BlockTableEntriesOutsideTheCache) {
         }
       }
     }
-  }
+  });
 }
 
 // The honest calls of the cases above still match the reference (the checks
