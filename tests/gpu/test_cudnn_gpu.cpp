@@ -338,9 +338,10 @@ TEST(CudnnGpuPlan, StoredPlanChild) {
 }
 
 // Plans stored on disk spare the next process cuDNN's kernel compile: a first
-// process builds the six graphs that each start a kernel configuration
-// (0.35-0.9 s each on the H200) and stores them; a second process loads all
-// six, each under the 200 ms, and their results match the reference.
+// process builds the six graphs that each start a kernel configuration (and
+// six small ones), 0.8-1.3 s each on the H200 without the driver's JIT cache,
+// and stores them; a second process loads all twelve, each under the issue's
+// 200 ms (<= 161 ms measured, 2026-12-02), and their results match the reference.
 TEST(CudnnGpuPlan, StoredPlansSpareTheCompileInTheNextProcess) {
   const TestPlatform tp = cudnn_platform();
   if (!tp.platform) GTEST_SKIP() << "cudnn: " << tp.skip_reason;
@@ -354,7 +355,9 @@ TEST(CudnnGpuPlan, StoredPlansSpareTheCompileInTheNextProcess) {
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");  // this test binary, not the shell
   auto child = [&](const char* name) {
     const std::filesystem::path report = dir / (std::string(name) + ".report");
-    const std::string cmd = "ATTNKIT_CUDNN_PLAN_CACHE='" + (dir / "plans").string() +
+    // CUDA_CACHE_DISABLE: without the driver's JIT cache (~/.nv/ComputeCache), which
+    // otherwise spares a second process part of the compile whatever attnkit does.
+    const std::string cmd = "CUDA_CACHE_DISABLE=1 ATTNKIT_CUDNN_PLAN_CACHE='" + (dir / "plans").string() +
                             "' ATTNKIT_TEST_PLAN_CACHE_REPORT='" + report.string() +
                             "' '" + self.string() + "' --gtest_filter=CudnnGpuPlan.StoredPlanChild > '" +
                             (dir / (std::string(name) + ".log")).string() + "' 2>&1";
@@ -384,10 +387,12 @@ TEST(CudnnGpuPlan, StoredPlansSpareTheCompileInTheNextProcess) {
 // grid of design section 6 (after one warm-up build that loads cuDNN's engines).
 //
 // Measured on the H200 (cuDNN 9.14 and 9.19): cuDNN's SDPA engines compile
-// their kernel with NVRTC the first time a process needs a kernel
-// configuration (per head dim; on 9.14 per head dim and mask): 0.35-0.9 s on
-// 9.19, 0.45-1.3 s on 9.14. Every later shape of that configuration is
-// 33-65 ms. So the 200 ms bound holds for those, and the first build of each
+// their kernel (NVRTC, then the driver's JIT, which the driver caches across
+// processes in ~/.nv/ComputeCache) the first time a process needs a kernel
+// configuration (per head dim; on 9.14 per head dim and mask): 0.35-1.4 s on
+// a machine that never built it, ~60 ms once the driver cache holds it, and
+// 0.8-0.9 s for every shape with CUDA_CACHE_DISABLE=1. Every later shape of
+// that configuration in the process is 33-65 ms. So the 200 ms bound holds for those, and the first build of each
 // configuration is held to 2 s (a build per call, or a lost cache, fails it)
 // and printed: a cold build does not meet the target, and nothing
 // attnkit does at plan time changes cuDNN's compile; a plan stored by an
