@@ -4,9 +4,7 @@
 // (backends/sparse/sol_routing.cpp) and the CUDA kernels
 // (backends/cuda/sol_route.cu) both run, operation for operation, so the two
 // keep exactly the same tiles. Every sum, product and quotient goes through
-// the sol_* helpers: on the device they are the `__*_rn` intrinsics, which
-// nvcc never fuses into a multiply-add; on the host plain operators (the
-// host build does not contract them either), so both round alike.
+// core/unfused.hpp (never fused into a multiply-add), so both round alike.
 //
 //   per (sequence, head h, query block qb), kv head g = h / (heads_q / heads_kv):
 //   q_mean      = sum over the block's queries i, in order, of float(q_i / n_q)   (double accumulator)
@@ -18,6 +16,7 @@
 #include <cstdint>
 
 #include "attnkit/core/host_device.hpp"
+#include "attnkit/core/unfused.hpp"
 
 namespace attnkit::sparse {
 
@@ -29,57 +28,28 @@ struct SolRule {
   int sink_start = 0, sink_tokens = 0;
 };
 
-AK_HOST_DEVICE double sol_add(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-AK_HOST_DEVICE double sol_mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-AK_HOST_DEVICE double sol_div(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-AK_HOST_DEVICE float sol_fdiv(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
 // One query's term of the block mean: its fp32 value over the block's count, in fp32.
 AK_HOST_DEVICE double sol_q_mean_term(float q, int count) {
-  return static_cast<double>(sol_fdiv(q, static_cast<float>(count)));
+  return static_cast<double>(unfused_fdiv(q, static_cast<float>(count)));
 }
 // A tile's mean from the double sum of its keys (or values).
 AK_HOST_DEVICE float sol_tile_mean(double sum, int count) {
-  return static_cast<float>(sol_div(sum, static_cast<double>(count)));
+  return static_cast<float>(unfused_div(sum, static_cast<double>(count)));
 }
 // The proxy score of one tile: scale * q_mean . k_mean over d dims, in order.
 AK_HOST_DEVICE double sol_proxy_score(const double* q_mean, const float* k_mean, int d, double scale) {
   double dot = 0.0;
-  for (int x = 0; x < d; ++x) dot = sol_add(dot, sol_mul(q_mean[x], static_cast<double>(k_mean[x])));
-  return sol_mul(scale, dot);
+  for (int x = 0; x < d; ++x) dot = unfused_add(dot, unfused_mul(q_mean[x], static_cast<double>(k_mean[x])));
+  return unfused_mul(scale, dot);
 }
 // The threshold of one query block from its n proxy scores.
 AK_HOST_DEVICE double sol_route_cut(const SolRule& r, const double* z, int n) {
   double mean = 0.0;
-  for (int c = 0; c < n; ++c) mean = sol_add(mean, z[c]);
-  mean = sol_div(mean, static_cast<double>(n));
+  for (int c = 0; c < n; ++c) mean = unfused_add(mean, z[c]);
+  mean = unfused_div(mean, static_cast<double>(n));
   double var = 0.0;
-  for (int c = 0; c < n; ++c) var = sol_add(var, sol_mul(z[c] - mean, z[c] - mean));
-  return sol_add(mean, sol_mul(r.tau, sqrt(sol_div(var, static_cast<double>(n)))));
+  for (int c = 0; c < n; ++c) var = unfused_add(var, unfused_mul(z[c] - mean, z[c] - mean));
+  return unfused_add(mean, unfused_mul(r.tau, sqrt(unfused_div(var, static_cast<double>(n)))));
 }
 // Whether query block `query_block` attends tile c (score z_c) exactly; `tokens`: the keys of the sequence.
 AK_HOST_DEVICE bool sol_keeps(const SolRule& r, double z_c, double cut, int c, int query_block, int tokens) {

@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kv_kernel(SolRoute s, int t
       const std::int64_t* st = is_k ? s.k_strides : s.v_strides;
       const std::int64_t base = b * st[0] + h * st[2] + e;
       double sum = 0.0;
-      for (int j = lo; j < hi; ++j) sum = sparse::sol_add(sum, static_cast<double>(to_float(src[base + j * st[1]])));
+      for (int j = lo; j < hi; ++j) sum = unfused_add(sum, static_cast<double>(to_float(src[base + j * st[1]])));
       if (is_k) s.k1[u * d1 + e] = sparse::sol_tile_mean(sum, n);
       else s.v1[u * dv + e] = sparse::sol_tile_mean(sum, n);
     }
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(SolRoute s, std::int64_
     for (int x = threadIdx.x; x < d; x += blockDim.x) {
       double m = 0.0;
       for (int i = lo; i < hi; ++i)
-        m = sparse::sol_add(m, sparse::sol_q_mean_term(s.q1[((static_cast<std::int64_t>(b) * s.seqlen + i) * s.heads_q + h) * d1 + x],
+        m = unfused_add(m, sparse::sol_q_mean_term(s.q1[((static_cast<std::int64_t>(b) * s.seqlen + i) * s.heads_q + h) * d1 + x],
                                                        hi - lo));
       q_mean[x] = m;
     }

@@ -48,13 +48,13 @@ void sol_pool_host(const Problem& p, const AttentionTensors& t, float* q1, float
     const int lo = c * kBlock, hi = std::min(p.seqlen_k, lo + kBlock), n = hi - lo;
     for (int d = 0; d < p.head_dim_qk; ++d) {
       double sum = 0;
-      for (int j = lo; j < hi; ++j) sum = sol_add(sum, load(p, t.k, b, h, j, d));
+      for (int j = lo; j < hi; ++j) sum = unfused_add(sum, load(p, t.k, b, h, j, d));
       k1[u * d1 + d] = sol_tile_mean(sum, n);
     }
     k1[u * d1 + p.head_dim_qk] = static_cast<float>(std::log(static_cast<double>(n)) / scale);
     for (int d = 0; d < dv; ++d) {
       double sum = 0;
-      for (int j = lo; j < hi; ++j) sum = sol_add(sum, load(p, t.v, b, h, j, d));
+      for (int j = lo; j < hi; ++j) sum = unfused_add(sum, load(p, t.v, b, h, j, d));
       v1[u * dv + d] = sol_tile_mean(sum, n);
     }
   }
@@ -82,7 +82,7 @@ void sol_route_host(const Problem& p, const SolSettings& s, const float* q1, con
     double z[SolSettings::kMaxTiles];
     for (int i = lo; i < hi; ++i)
       for (int c = 0; c < d; ++c)
-        q_mean[c] = sol_add(q_mean[c], sol_q_mean_term(q1[((static_cast<std::int64_t>(b) * p.seqlen_q + i) * p.heads_q + h) * d1 + c],
+        q_mean[c] = unfused_add(q_mean[c], sol_q_mean_term(q1[((static_cast<std::int64_t>(b) * p.seqlen_q + i) * p.heads_q + h) * d1 + c],
                                                        hi - lo));
     for (int c = 0; c < T; ++c)
       z[c] = sol_proxy_score(q_mean, k1 + ((static_cast<std::int64_t>(b) * T + c) * p.heads_kv + hk) * d1, d, scale);
