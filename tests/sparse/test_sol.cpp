@@ -129,6 +129,12 @@ TEST(SolAttn, CudaPathKernelsExistForItsShapes) {
       p.dtype = DType::f16;  // not declared (bf16 only), but the kernels take it
       EXPECT_TRUE(sol_cuda_kernel_refusals(p, *gpu).ok()) << name << ": " << sol_cuda_kernel_refusals(p, *gpu).summary();
     }
+    // The CUDA plan's host glue (no device: a named platform's plans validate and do not run).
+    if (cuda_compiled()) {
+      auto plan = make_sol_cuda_plan(sol_problem(), *gpu, sol_settings(config(1.0)));
+      ASSERT_TRUE(plan.ok()) << name << ": " << plan.diagnostics().summary();
+      EXPECT_GT((*plan)->workspace_bytes(), 0u);
+    }
     select::BackendConfig sage = config(1.0);
     sage["dense_backend"] = std::string("sage_attn");  // a named platform validates the config alone
     EXPECT_TRUE(make_sol_backend()->check_configured(sol_problem(), *gpu, sage).ok()) << name;
