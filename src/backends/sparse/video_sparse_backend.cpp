@@ -199,8 +199,9 @@ Capabilities video_sparse_capabilities() {
 // backends/cuda/vsa_select.cu, fa2's 64 x 64 block-sparse instances fa2bsq64
 // on cube-ordered copies, the gated combine) is built and compiled, and
 // declared once tests/gpu/test_video_sparse_gpu.cpp has passed on a GPU
-// (written 2026-12-02, not run yet: issue 19). Until then a plan on this
-// machine's GPU is AK2111, as before; the GPU tests plan it directly.
+// (written 2026-12-02, not run yet: issue 19). Until then check on this
+// machine's GPU and a plan for any CUDA platform are AK2111, as before; the
+// GPU tests plan it directly (make_video_sparse_cuda_plan).
 constexpr bool kVideoSparseCudaVerified = false;
 
 class VideoSparseBackend final : public SparseVideoBackend {
@@ -252,6 +253,8 @@ class VideoSparseBackend final : public SparseVideoBackend {
   bool has_cuda_path() const override { return kVideoSparseCudaVerified; }
   Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
                                           const select::BackendConfig& config) const override {
+    // Undeclared: planned for any CUDA platform it stays AK2111, as before (the GPU tests plan it directly).
+    if (!kVideoSparseCudaVerified) return SparseVideoBackend::plan_cuda(p, gpu, config);
     return make_video_sparse_cuda_plan(p, gpu, video_sparse_settings(config));
   }
 };
