@@ -56,7 +56,6 @@ std::vector<Setting> settings() {
   for (SolSettings* s : {&loose, &tight, &sinks}) s->dense_steps = 2, s->dense_layers = {0, 7};
   return {{"tau 0.5", loose}, {"tau 1", tight}, {"tau 1, sinks [100, 170)", sinks}};
 }
-const CallContext kRouted{5, 3};  // step >= dense_steps, layer not in dense_layers
 
 Result<HostProblemData> inputs(const Problem& p, std::uint64_t seed) {
   auto data = HostProblemData::create(p, {.seed = seed});
@@ -117,6 +116,8 @@ TEST(SolGpuInputs, DecisionsAreFarFromTies) {
 }
 
 #if defined(ATTNKIT_HAS_CUDA)
+const CallContext kRouted{5, 3, std::nullopt, nullptr};  // step >= dense_steps, layer not in dense_layers
+
 TensorView host_view_of(const std::vector<std::byte>& bytes, TensorView like) {
   like.data = const_cast<std::byte*>(bytes.data());
   like.device = {DeviceKind::cpu, 0};

@@ -36,12 +36,18 @@ Problem exact_problem(const Problem& p) {
   return inner;
 }
 
+// fa2 over 64 x 64 lists (fa2bsq64), made once.
+const Backend& exact_backend() {
+  static const std::unique_ptr<Backend> fa2_q64 = make_fa2_q64_block_sparse_backend();
+  return *fa2_q64;
+}
+
 const Backend& pooled_backend() {
   const Backend* b = default_registry().find("cuda_sdpa");
   return *b;  // registered in every build (cuda_backends.cpp)
 }
 
-TensorView strided_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
+[[maybe_unused]] TensorView strided_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                         std::initializer_list<std::int64_t> strides) {
   TensorView v = make_view(data, dtype, shape, {DeviceKind::cuda, 0});
   int i = 0;
@@ -244,7 +250,7 @@ class SolCudaPlan final : public Plan {
 
 Diagnostics sol_cuda_kernel_refusals(const Problem& p, const Platform& gpu) {
   Diagnostics why = CudaSparseRunner::check_kernels(p, gpu, {});
-  why.append(make_fa2_q64_block_sparse_backend()->check(exact_problem(p), gpu));
+  why.append(exact_backend().check(exact_problem(p), gpu));
   why.append(pooled_backend().check(sol_pooled_problem(p), gpu));
   const SolShape shape = SolShape::of(p);
   if (shape.rows * shape.tiles > INT32_MAX)
@@ -260,7 +266,7 @@ Result<std::unique_ptr<Plan>> make_sol_cuda_plan(const Problem& p, const Platfor
   if (Diagnostics why = sol_cuda_kernel_refusals(p, gpu); !why.ok()) return why;
   auto dense = CudaSparseRunner::create(p, gpu, {}, {}, std::nullopt);
   if (!dense) return dense.diagnostics();
-  auto exact = make_fa2_q64_block_sparse_backend()->plan(exact_problem(p), gpu);
+  auto exact = exact_backend().plan(exact_problem(p), gpu);
   if (!exact) return exact.diagnostics();
   auto pooled = pooled_backend().plan(sol_pooled_problem(p), gpu);
   if (!pooled) return pooled.diagnostics();

@@ -33,7 +33,7 @@ BlockSparse cube_layout(const Problem& p) {
   return {n, n, p.batch, p.heads_q};
 }
 
-TensorView device_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
+[[maybe_unused]] TensorView device_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                        std::initializer_list<std::int64_t> strides) {
   TensorView v = make_view(data, dtype, shape, {DeviceKind::cuda, 0});
   int i = 0;
