@@ -34,19 +34,10 @@ Result<std::string> sol_dense_reason(const SolSettings& s, const CallContext& wh
 
 void sol_route(const SolSettings& s, std::span<const double> z, int query_block, int tokens,
                std::span<std::uint8_t> keep) {
-  const std::size_t n = z.size();
-  double mean = 0.0;
-  for (double x : z) mean += x;
-  mean /= static_cast<double>(n);
-  double var = 0.0;
-  for (double x : z) var += (x - mean) * (x - mean);
-  const double cut = mean + s.tau * std::sqrt(var / static_cast<double>(n));
-  const int sink_end = s.sink_start + s.sink_tokens;
-  for (std::size_t c = 0; c < n; ++c) {
-    const int lo = static_cast<int>(c) * SolSettings::kBlock, hi = std::min(tokens, lo + SolSettings::kBlock);
-    const bool sink = s.sink_tokens > 0 && lo < sink_end && hi > s.sink_start;
-    keep[c] = z[c] >= cut || static_cast<int>(c) == query_block || sink;
-  }
+  const SolRule rule = sol_rule(s);
+  const int n = static_cast<int>(z.size());
+  const double cut = sol_route_cut(rule, z.data(), n);
+  for (int c = 0; c < n; ++c) keep[c] = sol_keeps(rule, z[c], cut, c, query_block, tokens);
 }
 
 }  // namespace attnkit::sparse

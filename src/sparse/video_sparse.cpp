@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "attnkit/sparse/video_sparse_rule.hpp"
+
 namespace attnkit::sparse {
 
 VideoSparseSettings video_sparse_settings(const select::BackendConfig& config) {
@@ -31,17 +33,15 @@ void pool_cubes(const VideoTiling& cubes, const void* x, DType dtype, std::int64
     std::fill(sum, sum + d, 0.0);
     for (int t = 0; t < n; ++t) {
       const std::int64_t r = raster_index(cubes, static_cast<std::int64_t>(c) * n + t);
-      for (int e = 0; e < d; ++e) sum[e] += load_as_double(x, dtype, offset + r * row_stride + e);
+      for (int e = 0; e < d; ++e) sum[e] = unfused_add(sum[e], load_as_double(x, dtype, offset + r * row_stride + e));
     }
-    for (int e = 0; e < d; ++e) mean[static_cast<std::int64_t>(c) * d + e] = static_cast<float>(sum[e] / n);
+    for (int e = 0; e < d; ++e) mean[static_cast<std::int64_t>(c) * d + e] = vsa_cube_mean(sum[e], n);
   }
 }
 
 void top_cubes(std::span<const double> scores, std::span<std::int32_t> keep, std::span<std::uint32_t> order) {
   std::iota(order.begin(), order.end(), 0u);
-  const auto higher = [&](std::uint32_t a, std::uint32_t b) {
-    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-  };
+  const auto higher = [&](std::uint32_t a, std::uint32_t b) { return vsa_ranks_before(scores[a], a, scores[b], b); };
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep.size()), order.end(), higher);
   std::copy(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep.size()), keep.begin());
   std::sort(keep.begin(), keep.end());

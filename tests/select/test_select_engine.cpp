@@ -123,9 +123,10 @@ TEST(SelectNames, SparseBackendsWithKernelsAreBuilt) {
     EXPECT_TRUE(b->capabilities().sparse) << name;
     EXPECT_TRUE(b->capabilities().platforms.contains(PlatformKind::cpu)) << name;
   }
-  // The gated H3 backends have no CUDA path: planned for a CUDA platform they
-  // stay modelled (AK2111), while `check` on a named CUDA platform validates as before.
-  for (const char* name : {"video_sparse_attn_h3", "hybrid_window_attn_h3"}) {
+  // The gated H3 backends and sol_attn declare no CUDA path (hybrid_window_attn_h3
+  // has none; sol's and VSA's await their GPU runs): planned for a CUDA platform
+  // they stay modelled (AK2111), while `check` on a named CUDA platform validates as before.
+  for (const char* name : {"video_sparse_attn_h3", "hybrid_window_attn_h3", "sol_attn"}) {
     Problem p;
     p.seqlen_q = p.seqlen_k = 512;
     p.head_dim_qk = p.head_dim_v = 128;

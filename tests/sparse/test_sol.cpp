@@ -10,12 +10,12 @@
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/core/host_tensor.hpp"
+#include "backends/sparse/sol_routing.hpp"
+#include "sol_oracle.hpp"
 #include "sparse_test_util.hpp"
 
 namespace attnkit::sparse {
 namespace {
-
-constexpr int kTile = 64;
 
 // frames x 8 x 12 latents (6 frames: 576 tokens, 9 tiles of 64), 2 heads, d128, bf16.
 Problem sol_problem(int frames = 6) { return testing::video_problem({frames, 8, 12}, 0, 1, 2, 2, 128, DType::bf16); }
@@ -23,80 +23,6 @@ Problem sol_problem(int frames = 6) { return testing::video_problem({frames, 8, 
 select::BackendConfig config(double tau, std::string dense_layers = "0,1", std::int64_t sink_tokens = 0) {
   return {{"tau", tau}, {"dense_steps", std::int64_t{2}}, {"dense_layers", dense_layers},
           {"sink_tokens", sink_tokens}};
-}
-
-// The rule of docs/sparse.md, all in fp64: per (head, query block) the proxy
-// z_c = scale mean(q) . mean(k_c); kept: z_c >= mean(z) + tau std(z), the
-// diagonal tile, sink tiles; the rest one pooled key each.
-std::vector<double> sol_oracle(const Problem& p, const AttentionTensors& t, double tau, int sink_tokens,
-                               double* pooled_fraction) {
-  const double scale = p.softmax_scale();
-  const int S = p.seqlen_q, D = p.head_dim_qk, nt = (S + kTile - 1) / kTile;
-  auto at = [&](const TensorView& x, int h, int s, int c) {
-    const HeadRows r = head_rows(p.layout, x.strides.data(), 0, h, 0);
-    return load_as_double(x.data, x.dtype, r.offset + s * r.row_stride + c);
-  };
-  std::vector<double> out(static_cast<std::size_t>(S) * p.heads_q * p.head_dim_v);
-  std::int64_t pooled = 0, all = 0;
-  for (int h = 0; h < p.heads_q; ++h) {
-    const int g = h / p.gqa_ratio();
-    std::vector<std::vector<double>> km(nt, std::vector<double>(D)), vm(nt, std::vector<double>(p.head_dim_v));
-    std::vector<int> n(nt);
-    for (int c = 0; c < nt; ++c) {
-      n[c] = std::min(S, (c + 1) * kTile) - c * kTile;
-      for (int j = c * kTile; j < c * kTile + n[c]; ++j) {
-        for (int d = 0; d < D; ++d) km[c][d] += at(t.k, g, j, d) / n[c];
-        for (int d = 0; d < p.head_dim_v; ++d) vm[c][d] += at(t.v, g, j, d) / n[c];
-      }
-    }
-    for (int qb = 0; qb < nt; ++qb) {
-      const int lo = qb * kTile, hi = std::min(S, lo + kTile);
-      std::vector<double> qm(D), z(nt);
-      for (int i = lo; i < hi; ++i)
-        for (int d = 0; d < D; ++d) qm[d] += at(t.q, h, i, d) / (hi - lo);
-      double mean = 0, var = 0;
-      for (int c = 0; c < nt; ++c) {
-        for (int d = 0; d < D; ++d) z[c] += scale * qm[d] * km[c][d];
-        mean += z[c] / nt;
-      }
-      for (int c = 0; c < nt; ++c) var += (z[c] - mean) * (z[c] - mean) / nt;
-      std::vector<bool> keep(nt);
-      for (int c = 0; c < nt; ++c) {
-        keep[c] = z[c] >= mean + tau * std::sqrt(var) || c == qb || (sink_tokens > 0 && c * kTile < sink_tokens);
-        all += 1, pooled += !keep[c];
-      }
-      for (int i = lo; i < hi; ++i) {
-        // Scores: exact keys of kept tiles, one pooled key per other tile.
-        std::vector<std::pair<double, std::vector<double>>> terms;
-        for (int c = 0; c < nt; ++c) {
-          if (keep[c]) {
-            for (int j = c * kTile; j < c * kTile + n[c]; ++j) {
-              double dot = 0;
-              for (int d = 0; d < D; ++d) dot += at(t.q, h, i, d) * at(t.k, g, j, d);
-              std::vector<double> v(p.head_dim_v);
-              for (int d = 0; d < p.head_dim_v; ++d) v[d] = at(t.v, g, j, d);
-              terms.push_back({scale * dot, v});
-            }
-          } else {
-            double dot = 0;
-            for (int d = 0; d < D; ++d) dot += at(t.q, h, i, d) * km[c][d];
-            terms.push_back({scale * dot + std::log(double(n[c])), vm[c]});
-          }
-        }
-        double m = -std::numeric_limits<double>::infinity(), l = 0;
-        for (const auto& x : terms) m = std::max(m, x.first);
-        std::vector<double> acc(p.head_dim_v);
-        for (const auto& x : terms) {
-          const double w = std::exp(x.first - m);
-          l += w;
-          for (int d = 0; d < p.head_dim_v; ++d) acc[d] += w * x.second[d];
-        }
-        for (int d = 0; d < p.head_dim_v; ++d) out[(static_cast<std::size_t>(i) * p.heads_q + h) * p.head_dim_v + d] = acc[d] / l;
-      }
-    }
-  }
-  if (pooled_fraction) *pooled_fraction = double(pooled) / all;
-  return out;
 }
 
 using testing::as_doubles;
@@ -134,9 +60,9 @@ TEST(SolAttn, RoutedCallsFollowTheRule) {
   for (auto [tau, sinks] : {std::pair{0.25, 0}, {1.0, 0}, {1.0, 70}}) {
     SolRun r = run_sol(p, config(tau, "0", sinks), {5, 3}, data);
     ASSERT_TRUE(r.ran.ok()) << r.ran.summary();
-    double pooled = 0;
-    const std::vector<double> ref = sol_oracle(p, data.tensors(), tau, sinks, &pooled);
-    EXPECT_LT(rel_l2(r.out, ref), 1e-2) << "tau " << tau << " sinks " << sinks;  // bf16 output
+    const testing::SolOracle oracle = testing::sol_oracle(p, data.tensors(), tau, sinks);
+    const double pooled = oracle.pooled_fraction;
+    EXPECT_LT(rel_l2(r.out, oracle.out), 1e-2) << "tau " << tau << " sinks " << sinks;  // bf16 output
     EXPECT_FALSE(r.stats.dense);
     EXPECT_NEAR(r.stats.skipped_fraction(), pooled, 1e-9) << "tau " << tau;
     EXPECT_GT(pooled, 0.0);
@@ -188,6 +114,31 @@ TEST(SolAttn, Refusals) {
   EXPECT_TRUE(make_sol_backend()->check_configured(cross, detect_cpu_platform(), config(1.0)).has_code("AK2116"));
   EXPECT_TRUE(make_sol_backend()->check_configured(p, detect_cpu_platform(), sage).has_code("AK2111"));
   EXPECT_TRUE(make_sol_backend()->check_configured(p, detect_cpu_platform(), config(1.0)).ok());
+}
+
+// On a named CUDA platform (no device) sol_attn validates as before, and the
+// kernels its CUDA path would plan exist for its shapes (fa3 / fa2 dense,
+// fa2bsq64 on the kept tiles, cuda_sdpa on the pooled ones).
+TEST(SolAttn, CudaPathKernelsExistForItsShapes) {
+  for (const char* name : {"cuda:sm90", "cuda:sm80"}) {
+    auto gpu = parse_platform(name);
+    ASSERT_TRUE(gpu.ok());
+    for (Problem p : {sol_problem(), testing::video_problem({5, 10, 14}, 37, 2, 4, 2, 128, DType::bf16)}) {
+      EXPECT_TRUE(make_sol_backend()->check_configured(p, *gpu, config(1.0)).ok()) << name;
+      EXPECT_TRUE(sol_cuda_kernel_refusals(p, *gpu).ok()) << name << ": " << sol_cuda_kernel_refusals(p, *gpu).summary();
+      p.dtype = DType::f16;  // not declared (bf16 only), but the kernels take it
+      EXPECT_TRUE(sol_cuda_kernel_refusals(p, *gpu).ok()) << name << ": " << sol_cuda_kernel_refusals(p, *gpu).summary();
+    }
+    // The CUDA plan's host glue (no device: a named platform's plans validate and do not run).
+    if (cuda_compiled()) {
+      auto plan = make_sol_cuda_plan(sol_problem(), *gpu, sol_settings(config(1.0)));
+      ASSERT_TRUE(plan.ok()) << name << ": " << plan.diagnostics().summary();
+      EXPECT_GT((*plan)->workspace_bytes(), 0u);
+    }
+    select::BackendConfig sage = config(1.0);
+    sage["dense_backend"] = std::string("sage_attn");  // a named platform validates the config alone
+    EXPECT_TRUE(make_sol_backend()->check_configured(sol_problem(), *gpu, sage).ok()) << name;
+  }
 }
 
 // Accuracy against dense on video-like inputs (bf16): the bounds docs/sparse.md states.

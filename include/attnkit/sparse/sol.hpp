@@ -8,17 +8,19 @@
 // is the query block's own (diagonal) tile, or when it overlaps the sink
 // tokens [sink_start, sink_start + sink_tokens). Every other tile joins the
 // softmax as one pooled key: logit scale * q_i . mean(k) + ln(tokens), value
-// mean(v). The settings and the routing are host functions a CUDA plan shares.
+// mean(v). The settings are host values; the rule's arithmetic is sol_rule.hpp,
+// which the CPU path and the CUDA kernels share.
 #include <span>
 #include <string>
 #include <vector>
 
 #include "attnkit/backends/backend.hpp"
+#include "attnkit/sparse/sol_rule.hpp"
 
 namespace attnkit::sparse {
 
 struct SolSettings {
-  static constexpr int kBlock = 64;  // query block and key tile, in tokens
+  static constexpr int kBlock = kSolBlock;  // query block and key tile, in tokens
   // The CPU path's bounds (its routing scratch lives on the stack): 1M tokens, d 512.
   static constexpr int kMaxTiles = 16384, kMaxHeadDim = 512;
   std::string dense_backend = "fa";  // fa (the platform's flash kernel) | sage_attn
@@ -29,13 +31,16 @@ struct SolSettings {
 };
 // The sol_attn keys of a deployment's config (validated against its schema).
 SolSettings sol_settings(const select::BackendConfig& config);
+// The routing rule's part of the settings (host and device).
+inline SolRule sol_rule(const SolSettings& s) { return {s.tau, s.sink_start, s.sink_tokens}; }
 
 // Why the call at `where` runs dense ("" : it is routed). A call without a
 // step or a layer is refused (AK3021).
 Result<std::string> sol_dense_reason(const SolSettings& s, const CallContext& where);
 
 // The routing of one query block: keep[c] for the key tiles from the proxy
-// scores z (one per tile), the block's index and the tiles' token counts.
+// scores z (one per tile), the block's index and the sequence's keys
+// (sol_route_cut, then sol_keeps per tile).
 void sol_route(const SolSettings& s, std::span<const double> z, int query_block, int tokens,
                std::span<std::uint8_t> keep);
 

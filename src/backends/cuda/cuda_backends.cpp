@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnkit/backends/cuda.hpp"
+#include "backends/cuda/fa2_q64.hpp"
 #include "backends/cuda/launchers.hpp"
 #include "kernels/cuda/fa2/traits.hpp"
 #include "kernels/cuda/sm90/traits.hpp"
@@ -46,6 +47,11 @@ CudaKernelInstance renamed(CudaKernelInstance i, const char* family) {
 }
 template <int QK, int V>
 CudaKernelInstance info_fa2bs(DType dtype, const char* arch) { return renamed(info_fa2<QK, V>(dtype, arch), "fa2bs"); }
+template <int QK, int V>
+CudaKernelInstance info_fa2bsq64(DType dtype, const char* arch) {
+  using Tr = typename cuda::Fa2Q64Config<std::uint16_t, QK>::Traits;
+  return {"fa2bsq64", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
 template <int QK, int V>
 CudaKernelInstance info_fa3bs(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bs"); }
 template <int QK, int V>
@@ -517,6 +523,17 @@ std::unique_ptr<Backend> make_fa2_backend() {
       "FlashAttention-2-class forward for sm_80+ (mma.sync m16n8k16, ldmatrix, cp.async K/V pipeline into "
       "swizzled or padded tiles, exp2 online softmax); fp16/bf16, head dims " + head_dim_pairs("fa2") +
           "; block-sparse KV lists at head dims " + head_dim_pairs("fa2bs"),
+      fa2_capabilities(), 16);
+}
+// fa2 with its block-sparse problems on the fa2bsq64 instances (64-query
+// tiles): not registered, so the `fa` family keeps refusing 64-query blocks
+// (AK2117) until these instances have run on a GPU; sol_attn's CUDA path
+// plans its kept tiles on it (backends/cuda/fa2_q64.hpp).
+std::unique_ptr<Backend> make_fa2_q64_block_sparse_backend() {
+  return std::make_unique<CudaBackend>(
+      "fa2", "fa2", CudaBackend::Families{.sparse = "fa2bsq64"},
+      "fa2 over block-sparse KV lists in 64-query blocks (64-row query tiles, 64-key tiles) at head dims " +
+          head_dim_pairs("fa2bsq64"),
       fa2_capabilities(), 16);
 }
 std::unique_ptr<Backend> make_fa3_backend() {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "attnkit/core/block_sparse.hpp"
+#include "backends/cuda/csr_lists.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/sparge_select.hpp"
 #include "kernels/cuda/cuda_types.hpp"
@@ -20,7 +21,6 @@ constexpr int kMaxRows = 128;  // the larger of the two block sizes (SpargeSetti
 constexpr int kRowPad = 2;
 constexpr int kPoolThreads = 128;
 constexpr int kSelectThreads = 256;
-constexpr int kScanThreads = 1024;
 constexpr int kMaxGrid = 1 << 16;  // grid-stride loops beyond
 
 int pow2_at_least(int n) {
@@ -220,49 +220,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SpargeSelect s, 
   }
 }
 
-// offsets[0] = 0, offsets[r + 1] = counts[0] + ... + counts[r]: one CTA,
-// each thread a contiguous chunk of rows.
-__global__ void __launch_bounds__(kScanThreads) offsets_kernel(SpargeSelect s, std::int64_t rows) {
-  __shared__ std::int64_t chunk[kScanThreads];
-  const std::int64_t per = (rows + blockDim.x - 1) / blockDim.x;
-  const std::int64_t lo = min(rows, threadIdx.x * per), hi = min(rows, lo + per);
-  std::int64_t sum = 0;
-  for (std::int64_t r = lo; r < hi; ++r) sum += s.counts[r];
-  chunk[threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    std::int64_t run = 0;
-    for (int t = 0; t < static_cast<int>(blockDim.x); ++t) {
-      const std::int64_t here = chunk[t];
-      chunk[t] = run;
-      run += here;
-    }
-    s.offsets[0] = 0;
-  }
-  __syncthreads();
-  std::int64_t run = chunk[threadIdx.x];
-  for (std::int64_t r = lo; r < hi; ++r) s.offsets[r + 1] = static_cast<std::int32_t>(run += s.counts[r]);
-}
-
-// One warp per row: its kept key blocks, ascending, from offsets[r] on.
-__global__ void indices_kernel(SpargeSelect s, std::int64_t rows) {
-  const int nk = num_blocks(s.seqlen, s.block_k);
-  const int lane = threadIdx.x % 32;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x / 32) + threadIdx.x / 32; r < rows;
-       r += warps) {
-    const std::uint8_t* keep = s.keep + r * nk;
-    std::int64_t at = s.offsets[r];
-    for (int kb0 = 0; kb0 < nk; kb0 += 32) {
-      const int kb = kb0 + lane;
-      const bool kept = kb < nk && keep[kb];
-      const unsigned ballot = __ballot_sync(0xffffffffu, kept);
-      if (kept) s.indices[at + __popc(ballot & ((1u << lane) - 1))] = kb;
-      at += __popc(ballot);
-    }
-  }
-}
-
 unsigned grid_for(std::int64_t work) { return static_cast<unsigned>(std::clamp<std::int64_t>(work, 1, kMaxGrid)); }
 
 }  // namespace
@@ -292,11 +249,7 @@ Diagnostics sparge_select(const SpargeSelect& s, StreamHandle stream) {
   select_kernel<<<grid_for(rows), kSelectThreads, sparge_select_smem_bytes(nk, s.head_dim), st>>>(
       s, rows, pow2_at_least(nk));
   if (Diagnostics why = check_cuda(cudaGetLastError(), "sparge select launch"); !why.ok()) return why;
-  offsets_kernel<<<1, kScanThreads, 0, st>>>(s, rows);
-  if (Diagnostics why = check_cuda(cudaGetLastError(), "sparge offsets launch"); !why.ok()) return why;
-  constexpr int kWarpsPerCta = 8;
-  indices_kernel<<<grid_for((rows + kWarpsPerCta - 1) / kWarpsPerCta), 32 * kWarpsPerCta, 0, st>>>(s, rows);
-  return check_cuda(cudaGetLastError(), "sparge indices launch");
+  return csr_from_flags({s.keep, s.counts, s.offsets, s.indices, rows, nk}, stream);
 }
 
 }  // namespace attnkit::cuda

@@ -2,14 +2,15 @@
 // sparge_attn's block selection on the GPU (docs/sparse.md section 5): per
 // (sequence, head), 128-query and 64-key blocks pooled into means and
 // self-similarity flags, each query block's pooled scores softmaxed over the
-// smooth key blocks and ranked, the kept blocks written as CSR lists. Four
-// kernels on the caller's stream, in buffers the caller laid out in its
-// workspace: nothing allocated, nothing synchronised, capturable. Pooling and
-// scores repeat the host's arithmetic (sparse/sparge.cpp) operation for
-// operation, rounded alike (no fused multiply-adds), so both see the same
-// means, flags and scores; the softmax sums in another order (last-bit
-// differences, which only an exact tie in probability could turn into another
-// block). Plain C++ declarations; the kernels are sparge_select.cu.
+// smooth key blocks and ranked, the kept blocks written as CSR lists
+// (csr_lists.hpp). Four kernels on the caller's stream, in buffers the
+// caller laid out in its workspace: nothing allocated, nothing synchronised,
+// capturable. Pooling and scores repeat the host's arithmetic
+// (sparse/sparge.cpp) operation for operation, rounded alike (no fused
+// multiply-adds), so both see the same means, flags and scores; the softmax
+// sums in another order (last-bit differences, which only an exact tie in
+// probability could turn into another block). Plain C++ declarations; the
+// kernels are sparge_select.cu.
 #include <cstddef>
 #include <cstdint>
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "attnkit/backends/registry.hpp"
+#include "backends/cuda/fa2_q64.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/gather_rows.hpp"
@@ -34,7 +35,12 @@ namespace {
 // resolves on its own, so a dense run is exactly what a dense `fa` run is,
 // and a block layout fa3 cannot tile (its block-sparse instances need
 // 128-key tiles: AK2117 for sparge's 64-key blocks) runs fa2's.
-const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why) {
+// With `q64`, a block-sparse problem fa3 and fa2 refuse may run on fa2's
+// 64-query-tile instances (fa2bsq64, backends/cuda/fa2_q64.hpp), which the
+// registry's fa2 does not offer yet: for the backends whose 64-query blocks
+// fit neither (their CUDA paths declared on their own flags).
+const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why, bool q64 = false) {
+  static const std::unique_ptr<Backend> fa2_q64 = make_fa2_q64_block_sparse_backend();
   Diagnostics tried;
   for (const char* name : {"fa3", "fa2"}) {
     const Backend* b = default_registry().find(name);
@@ -42,6 +48,11 @@ const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why
     Diagnostics d = b->check(p, gpu);
     if (d.ok()) return b;
     tried.append(d);
+  }
+  if (q64 && p.block_sparse) {
+    Diagnostics d = fa2_q64->check(p, gpu);
+    if (d.ok()) return fa2_q64.get();
+    tried = d;  // its reasons are the ones that decide
   }
   why.append(tried);
   return nullptr;
@@ -62,17 +73,17 @@ std::vector<Problem> kernel_problems(const Problem& p, const std::vector<BlockSp
 }  // namespace
 
 Diagnostics CudaSparseRunner::check_kernels(const Problem& p, const Platform& gpu,
-                                            const std::vector<BlockSparse>& layouts, bool tiled) {
+                                            const std::vector<BlockSparse>& layouts, bool tiled, bool q64) {
   Diagnostics why;
   flash_for(p, gpu, why);
-  for (const Problem& inner : kernel_problems(p, layouts, tiled)) flash_for(inner, gpu, why);
+  for (const Problem& inner : kernel_problems(p, layouts, tiled)) flash_for(inner, gpu, why, q64);
   return why;
 }
 
 Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem& p, const Platform& gpu,
                                                                    const std::vector<BlockSparse>& layouts,
                                                                    const std::vector<const BlockSparseLists*>& lists,
-                                                                   std::optional<VideoTiling> tiling) {
+                                                                   std::optional<VideoTiling> tiling, bool q64) {
   auto runner = std::unique_ptr<CudaSparseRunner>(new CudaSparseRunner());
   runner->problem_ = p;
   runner->tiling_ = tiling;
@@ -86,7 +97,7 @@ Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem
   runner->dense_ = std::move(*dense);
   for (std::size_t i = 0; i < layouts.size(); ++i) {
     if (runner->sparse_.count(key(layouts[i]))) continue;
-    const Backend* flash = flash_for(inners[i], gpu, why);
+    const Backend* flash = flash_for(inners[i], gpu, why, q64);
     if (flash == nullptr) return why;
     auto plan = flash->plan(inners[i], gpu);
     if (!plan) return plan.diagnostics();

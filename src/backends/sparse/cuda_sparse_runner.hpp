@@ -25,16 +25,18 @@ class CudaSparseRunner final : public SparseRunner {
  public:
   // Plans for `p` (dense) and `p` under each of `layouts`; `lists` are every
   // host list set run_sparse will be given (uploaded now). With `tiling`, the
-  // block-sparse runs see tile-ordered copies. AK6002 in a build without CUDA.
+  // block-sparse runs see tile-ordered copies. With `q64`, block layouts fa3
+  // and fa2 refuse may run on fa2's 64-query-tile instances (fa2bsq64, not
+  // offered by the registry's fa2 yet). AK6002 in a build without CUDA.
   static Result<std::unique_ptr<CudaSparseRunner>> create(const Problem& p, const Platform& gpu,
                                                           const std::vector<BlockSparse>& layouts,
                                                           const std::vector<const BlockSparseLists*>& lists,
-                                                          std::optional<VideoTiling> tiling);
+                                                          std::optional<VideoTiling> tiling, bool q64 = false);
   // What create() would refuse about the kernels (the same rule, no device
   // needed): a backend's check() shares it with its plan. `tiled`: create()
   // is given a tiling (the tile-ordered copies are BSHD).
   static Diagnostics check_kernels(const Problem& p, const Platform& gpu, const std::vector<BlockSparse>& layouts,
-                                   bool tiled = false);
+                                   bool tiled = false, bool q64 = false);
   ~CudaSparseRunner() override;
 
   std::size_t workspace_bytes() const override;

@@ -2,7 +2,8 @@
 // Sol-Attn's routed tiles after (sparse/sol.hpp, docs/sparse.md). The CPU path
 // routes into CSR lists in the workspace, runs the block-sparse kernel on the
 // kept tiles and cpu_flash on the pooled tiles (fp32 outs and LSEs), and
-// merges the two by their LSE.
+// merges the two by their LSE; the CUDA path (sol_cuda_plan.cpp) does the same
+// on the device. Both route with backends/sparse/sol_routing.
 #include <cmath>
 #include <limits>
 
@@ -11,6 +12,7 @@
 #include "attnkit/core/lse_merge.hpp"
 #include "attnkit/sparse/sol.hpp"
 #include "backends/sparse/cpu_sparse_runner.hpp"
+#include "backends/sparse/sol_routing.hpp"
 #include "backends/sparse/sparse_backend.hpp"
 #include "backends/sparse/workspace_front.hpp"
 
@@ -19,28 +21,6 @@ namespace sparse {
 namespace {
 
 constexpr int kBlock = SolSettings::kBlock;
-
-// The pooled tiles as an attention problem of their own: every query against
-// one pseudo-key per tile, k' = [mean(k), ln(tokens) / scale] and
-// q' = [q, 1] so that scale q' . k' = scale q . mean(k) + ln(tokens), value
-// mean(v); a custom mask hides the tiles the query's block attends exactly.
-// fp32 throughout, LSE returned, merged with the exact part by the LSE.
-Problem pooled_problem(const Problem& p) {
-  Problem q;
-  q.layout = Layout::bshd;
-  q.batch = p.batch;
-  q.seqlen_q = p.seqlen_q;
-  q.seqlen_k = num_blocks(p.seqlen_k, kBlock);
-  q.heads_q = p.heads_q;
-  q.heads_kv = p.heads_kv;
-  q.head_dim_qk = p.head_dim_qk + 1;
-  q.head_dim_v = p.head_dim_v;
-  q.dtype = DType::f32;
-  q.mask = MaskKind::custom;
-  q.scale = p.softmax_scale();
-  q.return_lse = true;
-  return q;
-}
 
 // The plan's slices of the workspace front.
 struct SolWorkspace {
@@ -53,7 +33,7 @@ struct SolWorkspace {
 
   static SolWorkspace of(const Problem& p, std::size_t pooled_plan_bytes) {
     SolWorkspace w;
-    const Problem q = pooled_problem(p);
+    const Problem q = sol_pooled_problem(p);
     const int nq = num_blocks(p.seqlen_q, kBlock);
     w.tiles = q.seqlen_k;
     w.rows = static_cast<std::int64_t>(p.batch) * p.heads_q * nq;
@@ -108,71 +88,6 @@ class SolPlan final : public Plan {
   static T* at(Workspace ws, std::size_t offset) {
     return WorkspaceFront::at<T>(ws, offset);
   }
-  double load(const TensorView& x, int b, int h, std::int64_t row, int c) const {
-    const HeadRows r = head_rows(problem().layout, x.strides.data(), b, h, 0);
-    return load_as_double(x.data, x.dtype, r.offset + row * r.row_stride + c);
-  }
-
-  // k'[b, c, h] = [mean of tile c's keys, ln(tokens) / scale], v'[b, c, h] = mean of its values;
-  // q'[b, i, h] = [q, 1].
-  void pooled_inputs(const AttentionTensors& t, float* q1, float* k1, float* v1) const {
-    const Problem& p = problem();
-    const int d1 = p.head_dim_qk + 1, dv = p.head_dim_v;
-    const double scale = p.softmax_scale();
-    const std::int64_t units = static_cast<std::int64_t>(p.batch) * ws_.tiles * p.heads_kv;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t u = 0; u < units; ++u) {  // u = (b * tiles + c) * heads_kv + h
-      const int h = static_cast<int>(u % p.heads_kv), c = static_cast<int>(u / p.heads_kv % ws_.tiles),
-                b = static_cast<int>(u / p.heads_kv / ws_.tiles);
-      const int lo = c * kBlock, hi = std::min(p.seqlen_k, lo + kBlock), n = hi - lo;
-      for (int d = 0; d < p.head_dim_qk; ++d) {
-        double sum = 0;
-        for (int j = lo; j < hi; ++j) sum += load(t.k, b, h, j, d);
-        k1[u * d1 + d] = static_cast<float>(sum / n);
-      }
-      k1[u * d1 + p.head_dim_qk] = static_cast<float>(std::log(static_cast<double>(n)) / scale);
-      for (int d = 0; d < dv; ++d) {
-        double sum = 0;
-        for (int j = lo; j < hi; ++j) sum += load(t.v, b, h, j, d);
-        v1[u * dv + d] = static_cast<float>(sum / n);
-      }
-    }
-    const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.seqlen_q * p.heads_q;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t u = 0; u < rows; ++u) {  // u = (b * seqlen + i) * heads_q + h
-      const int h = static_cast<int>(u % p.heads_q), i = static_cast<int>(u / p.heads_q % p.seqlen_q),
-                b = static_cast<int>(u / p.heads_q / p.seqlen_q);
-      for (int d = 0; d < p.head_dim_qk; ++d) q1[u * d1 + d] = static_cast<float>(load(t.q, b, h, i, d));
-      q1[u * d1 + p.head_dim_qk] = 1.0f;
-    }
-  }
-
-  // keep[r][c] for every row r = (b, h, query block): Sol-Attn's routing.
-  void route(const float* q1, const float* k1, std::uint8_t* keep) const {
-    const Problem& p = problem();
-    const int nq = num_blocks(p.seqlen_q, kBlock), d = p.head_dim_qk, d1 = d + 1;
-    const double scale = p.softmax_scale();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < ws_.rows; ++r) {
-      const int qb = static_cast<int>(r % nq), h = static_cast<int>(r / nq % p.heads_q),
-                b = static_cast<int>(r / nq / p.heads_q), hk = h / p.gqa_ratio();
-      const int lo = qb * kBlock, hi = std::min(p.seqlen_q, lo + kBlock);
-      double q_mean[SolSettings::kMaxHeadDim] = {};
-      double z[SolSettings::kMaxTiles];
-      for (int i = lo; i < hi; ++i)
-        for (int c = 0; c < d; ++c)
-          q_mean[c] += q1[((static_cast<std::int64_t>(b) * p.seqlen_q + i) * p.heads_q + h) * d1 + c] / (hi - lo);
-      for (std::int64_t c = 0; c < ws_.tiles; ++c) {
-        const float* km = k1 + ((static_cast<std::int64_t>(b) * ws_.tiles + c) * p.heads_kv + hk) * d1;
-        double dot = 0;
-        for (int x = 0; x < d; ++x) dot += q_mean[x] * km[x];
-        z[c] = scale * dot;
-      }
-      sol_route(settings_, {z, static_cast<std::size_t>(ws_.tiles)}, qb, p.seqlen_k,
-                {keep + r * ws_.tiles, static_cast<std::size_t>(ws_.tiles)});
-    }
-  }
-
   Diagnostics routed(const AttentionTensors& t, Workspace ws, SparsityStats* stats) const {
     const Problem& p = problem();
     const int nq = num_blocks(p.seqlen_q, kBlock), dv = p.head_dim_v, T = static_cast<int>(ws_.tiles);
@@ -187,21 +102,10 @@ class SolPlan final : public Plan {
     auto* lse_e = at<float>(ws, ws_.lse_e);
     auto* out_p = at<float>(ws, ws_.out_p);
     auto* lse_p = at<float>(ws, ws_.lse_p);
-    pooled_inputs(t, q1, k1, v1);
-    route(q1, k1, keep);
-    offsets[0] = 0;
-    for (std::int64_t r = 0; r < ws_.rows; ++r) {
-      std::int32_t n = 0;
-      for (int c = 0; c < T; ++c) n += keep[r * T + c];
-      offsets[r + 1] = offsets[r] + n;
-    }
+    sol_pool_host(p, t, q1, k1, v1);
+    sol_route_host(p, settings_, q1, k1, keep);
+    sol_lists_host(SolShape::of(p), keep, offsets, indices);
     const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < ws_.rows; ++r) {
-      std::int32_t e = offsets[r];
-      for (int c = 0; c < T; ++c)
-        if (keep[r * T + c]) indices[e++] = c;
-    }
 #pragma omp parallel for schedule(static)
     for (std::int64_t u = 0; u < rows; ++u) {  // u = (b * heads_q + h) * seqlen + i: the pooled mask
       const std::int64_t r = u / p.seqlen_q * nq + (u % p.seqlen_q) / kBlock;
@@ -250,6 +154,15 @@ class SolPlan final : public Plan {
   SolWorkspace ws_;
 };
 
+// The CUDA path (sol_cuda_plan.cpp: the routing kernels of
+// backends/cuda/sol_route.cu, fa2's 64 x 64 block-sparse instances fa2bsq64
+// on the kept tiles, cuda_sdpa on the pooled tiles, the LSE merge of dist/)
+// is built and compiled, and declared once tests/gpu/test_sol_gpu.cpp has
+// passed on a GPU (written 2026-12-02, not run yet: issue 19). Until then
+// check on this machine's GPU and a plan for any CUDA platform are AK2111, as
+// before; the GPU tests plan it directly (make_sol_cuda_plan), whatever this says.
+constexpr bool kSolCudaVerified = false;
+
 class SolBackend final : public SparseVideoBackend {
  public:
   SolBackend()
@@ -262,17 +175,32 @@ class SolBackend final : public SparseVideoBackend {
                              return c;
                            }()) {}
 
+  // On CUDA, the kernels the plan would run must exist for the call's shape: check and plan agree.
+  Diagnostics check(const Problem& p, const Platform& platform) const override {
+    Diagnostics out = SparseVideoBackend::check(p, platform);
+    if (out.ok() && platform.kind == PlatformKind::cuda) out.append(sol_cuda_kernel_refusals(p, platform));
+    return out;
+  }
+
  protected:
-  // Self-attention; on the CPU (its only path) the dense backend `fa`
-  // (cpu_flash) and the sizes its router takes.
+  // Self-attention; the dense backend `fa` (cpu_flash on the CPU, fa3 / fa2
+  // on this machine's GPU: sage_attn is modelled only) and, on the CPU, the
+  // sizes its router takes. A named CUDA platform validates any dense_backend.
   Diagnostics call_refusals(const Problem& p, const Platform& platform,
                             const select::BackendConfig& config) const override {
     if (p.seqlen_q != p.seqlen_k)
       return diagnose("AK2116", {{"backend", "sol_attn"},
                                  {"reason", "it routes self-attention (seqlen_q " + std::to_string(p.seqlen_q) +
                                                 " != seqlen_k " + std::to_string(p.seqlen_k) + ")"}});
-    if (platform.kind != PlatformKind::cpu) return {};
     const SolSettings s = sol_settings(config);
+    if (platform.kind == PlatformKind::cuda) {
+      if (platform.detected && s.dense_backend != "fa")
+        return diagnose("AK2111", {{"backend", s.dense_backend},
+                                   {"detail", " (sol_attn's dense_backend) on this GPU: use dense_backend=fa, "
+                                              "the GPU's flash kernel (fa3 on sm_90, fa2 on sm_80+)"}});
+      return {};
+    }
+    if (platform.kind != PlatformKind::cpu) return {};
     if (s.dense_backend != "fa")
       return diagnose("AK2111", {{"backend", s.dense_backend},
                                  {"detail", " (sol_attn's dense_backend) on the CPU: use dense_backend=fa, "
@@ -285,17 +213,27 @@ class SolBackend final : public SparseVideoBackend {
   }
   Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                          const select::BackendConfig& config) const override {
-    const SolSettings s = sol_settings(config);
-    auto runner = CpuSparseRunner::create(p, cpu, {BlockSparse{kBlock, kBlock, p.batch, p.heads_q}}, std::nullopt,
-                                          /*partial=*/true);
-    if (!runner) return runner.diagnostics();
-    auto pooled = make_cpu_flash_backend()->plan(pooled_problem(p), cpu);
-    if (!pooled) return pooled.diagnostics();
-    return std::unique_ptr<Plan>(std::make_unique<SolPlan>(p, s, std::move(*runner), std::move(*pooled)));
+    return make_sol_cpu_plan(p, cpu, sol_settings(config));
+  }
+  bool has_cuda_path() const override { return kSolCudaVerified; }
+  Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
+                                          const select::BackendConfig& config) const override {
+    // Undeclared: planned for any CUDA platform it stays AK2111, as before (the GPU tests plan it directly).
+    if (!kSolCudaVerified) return SparseVideoBackend::plan_cuda(p, gpu, config);
+    return make_sol_cuda_plan(p, gpu, sol_settings(config));
   }
 };
 
 }  // namespace
+
+Result<std::unique_ptr<Plan>> make_sol_cpu_plan(const Problem& p, const Platform& cpu, const SolSettings& s) {
+  auto runner = CpuSparseRunner::create(p, cpu, {SolShape::layout(p)}, std::nullopt, /*partial=*/true);
+  if (!runner) return runner.diagnostics();
+  auto pooled = make_cpu_flash_backend()->plan(sol_pooled_problem(p), cpu);
+  if (!pooled) return pooled.diagnostics();
+  return std::unique_ptr<Plan>(std::make_unique<SolPlan>(p, s, std::move(*runner), std::move(*pooled)));
+}
+
 }  // namespace sparse
 
 std::unique_ptr<Backend> make_sol_backend() { return std::make_unique<sparse::SolBackend>(); }

@@ -1,15 +1,18 @@
 // video_sparse_attn_h3: VSA's coarse pass over mean-pooled 4x4x4 cubes, top-k
 // key cubes per query cube from the coarse scores, the block-sparse fine pass
 // over the selected cubes (cpu_flash on cube-ordered copies), and
-// out = fine + gate * coarse (sparse/video_sparse.hpp, docs/sparse.md).
+// out = fine + gate * coarse (sparse/video_sparse.hpp, docs/sparse.md). The
+// CUDA path is video_sparse_cuda_plan.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/sparse/video_sparse.hpp"
+#include "attnkit/sparse/video_sparse_rule.hpp"
 #include "backends/sparse/cpu_sparse_runner.hpp"
 #include "backends/sparse/sparse_backend.hpp"
+#include "backends/sparse/video_sparse_plans.hpp"
 #include "backends/sparse/workspace_front.hpp"
 
 namespace attnkit {
@@ -133,9 +136,7 @@ class VideoSparsePlan final : public Plan {
         const float* qa = q_mean + r * d;
         double top = -std::numeric_limits<double>::infinity();
         for (int c = 0; c < nc_; ++c) {
-          double dot = 0;
-          for (int e = 0; e < d; ++e) dot += double(qa[e]) * k_mean[(kv0 + c) * d + e];
-          scores[c] = scale * dot;
+          scores[c] = vsa_cube_score(qa, k_mean + (kv0 + c) * d, d, scale);
           top = std::max(top, scores[c]);
         }
         double sum = 0;
@@ -194,6 +195,15 @@ Capabilities video_sparse_capabilities() {
   return c;
 }
 
+// The CUDA path (video_sparse_cuda_plan.cpp: the selection kernels of
+// backends/cuda/vsa_select.cu, fa2's 64 x 64 block-sparse instances fa2bsq64
+// on cube-ordered copies, the gated combine) is built and compiled, and
+// declared once tests/gpu/test_video_sparse_gpu.cpp has passed on a GPU
+// (written 2026-12-02, not run yet: issue 19). Until then check on this
+// machine's GPU and a plan for any CUDA platform are AK2111, as before; the
+// GPU tests plan it directly (make_video_sparse_cuda_plan).
+constexpr bool kVideoSparseCudaVerified = false;
+
 class VideoSparseBackend final : public SparseVideoBackend {
  public:
   VideoSparseBackend()
@@ -201,6 +211,16 @@ class VideoSparseBackend final : public SparseVideoBackend {
                            "MiniMax-H3 video sparse attention: coarse attention over mean-pooled 4x4x4 cubes, the top-k "
                            "key cubes per query cube attended exactly, plus the gated coarse output",
                            video_sparse_capabilities()) {}
+
+  // Once the CUDA path is declared, the kernels it would run must exist for
+  // the call's shape (fa2bsq64 is d128 only: d64 becomes AK2105 on CUDA), so
+  // check and plan agree; until then a named CUDA platform validates as before.
+  Diagnostics check(const Problem& p, const Platform& platform) const override {
+    Diagnostics out = SparseVideoBackend::check(p, platform);
+    if (kVideoSparseCudaVerified && out.ok() && platform.kind == PlatformKind::cuda)
+      out.append(video_sparse_cuda_kernel_refusals(p, platform));
+    return out;
+  }
 
  protected:
   // A video grid of whole 4 x 4 x 4 cubes, self-attention over its tokens
@@ -228,16 +248,27 @@ class VideoSparseBackend final : public SparseVideoBackend {
   }
   Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                          const select::BackendConfig& config) const override {
-    const VideoTiling cubes = video_cubes(*p.video);
-    const VideoSparseSettings s = video_sparse_settings(config);
-    auto runner = CpuSparseRunner::create(
-        fine_problem(p), cpu, {BlockSparse{cubes.tile_tokens(), cubes.tile_tokens(), p.batch, p.heads_q}}, cubes);
-    if (!runner) return runner.diagnostics();
-    return with_host_workspace(std::make_unique<VideoSparsePlan>(p, s, std::move(*runner)), "video_sparse_attn_h3");
+    return make_video_sparse_cpu_plan(p, cpu, video_sparse_settings(config));
+  }
+  bool has_cuda_path() const override { return kVideoSparseCudaVerified; }
+  Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
+                                          const select::BackendConfig& config) const override {
+    // Undeclared: planned for any CUDA platform it stays AK2111, as before (the GPU tests plan it directly).
+    if (!kVideoSparseCudaVerified) return SparseVideoBackend::plan_cuda(p, gpu, config);
+    return make_video_sparse_cuda_plan(p, gpu, video_sparse_settings(config));
   }
 };
 
 }  // namespace
+
+Result<std::unique_ptr<Plan>> make_video_sparse_cpu_plan(const Problem& p, const Platform& cpu,
+                                                         const VideoSparseSettings& s) {
+  const VideoTiling cubes = video_cubes(*p.video);
+  auto runner = CpuSparseRunner::create(
+      fine_problem(p), cpu, {BlockSparse{cubes.tile_tokens(), cubes.tile_tokens(), p.batch, p.heads_q}}, cubes);
+  if (!runner) return runner.diagnostics();
+  return with_host_workspace(std::make_unique<VideoSparsePlan>(p, s, std::move(*runner)), "video_sparse_attn_h3");
+}
 }  // namespace sparse
 
 std::unique_ptr<Backend> make_video_sparse_backend() { return std::make_unique<sparse::VideoSparseBackend>(); }

@@ -52,3 +52,16 @@ cudaError_t fa2_launch(const AttnParams& p_in, cudaStream_t stream) {
     return static_cast<int>(fa2_configure<Fa2bsTraits_##TAG##_##QK, true>());                           \
   }                                                                                                     \
   }
+
+// fa2bsq64: block-sparse lists on 64-query tiles (Fa2Q64Config; instances.def family fa2bsq64).
+#define AK_DEFINE_LAUNCHER_fa2bsq64(TAG, QK, V)                                                          \
+  namespace attnkit::cuda {                                                                             \
+  static_assert(QK == V, "fa2 runs equal qk and v head dims");                                          \
+  using Fa2bsq64Traits_##TAG##_##QK = Fa2Q64Config<CudaElement<DType::TAG>::type, QK>::Traits;          \
+  int fa2bsq64_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                           \
+    return static_cast<int>(fa2_launch<Fa2bsq64Traits_##TAG##_##QK, true>(p, static_cast<cudaStream_t>(stream))); \
+  }                                                                                                     \
+  int fa2bsq64_configure_##TAG##_##QK##_##V() {                                                         \
+    return static_cast<int>(fa2_configure<Fa2bsq64Traits_##TAG##_##QK, true>());                        \
+  }                                                                                                     \
+  }

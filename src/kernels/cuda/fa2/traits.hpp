@@ -121,4 +121,13 @@ struct Fa2Config<T, 192> { using Traits = Fa2Traits<T, 192, 1, 64, 8, 2, false, 
 template <class T>
 struct Fa2Config<T, 256> { using Traits = Fa2Traits<T, 256, 1, 64, 4, 1, false, 2, 1, 8, true>; };
 
+// 64-query tiles for block-sparse lists in 64-query blocks (instances.def
+// family fa2bsq64: sol_attn's 64 x 64 tiles, which the 128-row tiles above
+// cannot take, one list per query tile): d128's shape with one 16-row strip
+// per warp (4 warps x 16 rows), two CTAs per SM (80 KB of shared memory each).
+template <class T, int HeadDim>
+struct Fa2Q64Config;
+template <class T>
+struct Fa2Q64Config<T, 128> { using Traits = Fa2Traits<T, 128, 1, 64, 4, 2, false, 2, 0, 8, true>; };
+
 }  // namespace attnkit::cuda
