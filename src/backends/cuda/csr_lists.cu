@@ -59,7 +59,6 @@ __global__ void indices_kernel(CsrFromFlags c) {
 }  // namespace
 
 Diagnostics csr_from_flags(const CsrFromFlags& c, StreamHandle stream) {
-  if (c.rows == 0) return {};
   auto st = static_cast<cudaStream_t>(stream);
   offsets_kernel<<<1, kScanThreads, 0, st>>>(c);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "CSR offsets launch"); !why.ok()) return why;
