@@ -10,6 +10,7 @@
 #include "backends/cuda/csr_lists.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/sparge_select.hpp"
+#include "kernels/cuda/common/math.hpp"
 #include "kernels/cuda/cuda_types.hpp"
 
 namespace attnkit::cuda {
@@ -89,20 +90,6 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kernel(SpargeSelect s, std:
 // Whether (pa, ia) ranks before (pb, ib): higher probability, ties by the lower block index.
 __device__ __forceinline__ bool ranks_before(double pa, int ia, double pb, int ib) {
   return pa > pb || (pa == pb && ia < ib);
-}
-
-__device__ double block_reduce(double v, bool take_max, double* red) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const double w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = take_max ? fmax(v, w) : v + w;
-  }
-  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  __syncthreads();  // red is free
-  if (threadIdx.x % 32 == 0) red[warp] = v;
-  __syncthreads();
-  double r = red[0];
-  for (int w = 1; w < warps; ++w) r = take_max ? fmax(r, red[w]) : r + red[w];
-  return r;
 }
 
 // One CTA per query block (row r of the CSR lists): scores against the key

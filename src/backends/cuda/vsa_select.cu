@@ -12,6 +12,7 @@
 #include "backends/cuda/csr_lists.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/vsa_select.hpp"
+#include "kernels/cuda/common/math.hpp"
 #include "kernels/cuda/cuda_types.hpp"
 
 namespace attnkit::cuda {
@@ -47,20 +48,6 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kernel(VsaSelect s, std::in
       mean[e] = sparse::vsa_cube_mean(sum, n);
     }
   }
-}
-
-__device__ double block_reduce(double v, bool take_max, double* red) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const double w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = take_max ? fmax(v, w) : v + w;
-  }
-  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  __syncthreads();  // red is free
-  if (threadIdx.x % 32 == 0) red[warp] = v;
-  __syncthreads();
-  double r = red[0];
-  for (int w = 1; w < warps; ++w) r = take_max ? fmax(r, red[w]) : r + red[w];
-  return r;
 }
 
 // One CTA per CSR row r = (b, h, query cube a): the scores C[a, c] (each

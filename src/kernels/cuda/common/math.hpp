@@ -1,8 +1,8 @@
 #pragma once
 // Scalar device helpers shared by the flash kernels of every arch: shared-window
-// addresses, fast exp2, two floats packed into one 16-bit pair, and reductions
+// addresses, fast exp2, two floats packed into one 16-bit pair, reductions
 // over the 4 threads of a quad (the threads that hold one row of an mma /
-// wgmma accumulator).
+// wgmma accumulator) and over a whole CTA.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,6 +42,24 @@ __device__ __forceinline__ float quad_max(float x) {
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The max (take_max) or sum of v over the whole CTA, on every thread, in a
+// fixed order (the same result on every run: the sparse selections must
+// decide alike). `red` holds one double per warp; the call's barriers also
+// publish the shared memory written before it.
+__device__ __forceinline__ double block_reduce(double v, bool take_max, double* red) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const double w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = take_max ? fmax(v, w) : v + w;
+  }
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  __syncthreads();  // red is free
+  if (threadIdx.x % 32 == 0) red[warp] = v;
+  __syncthreads();
+  double r = red[0];
+  for (int w = 1; w < warps; ++w) r = take_max ? fmax(r, red[w]) : r + red[w];
+  return r;
 }
 
 }  // namespace attnkit::cuda
