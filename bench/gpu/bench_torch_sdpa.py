@@ -101,13 +101,14 @@ def implementations(args, causal):
 
 
 def cudnn_graphs_built():
-    """(graphs built, latest build ms) of attnkit's cuDNN graph cache, None without the module."""
+    """(graphs built or read from the plan store, latest build ms) of attnkit's cuDNN graph
+    cache, None without the module."""
     try:
         import attnkit._attnkit as native
     except ImportError:
         return None
     s = native.cudnn_graph_stats()
-    return s["built"], s["last_build_ms"]
+    return s["built"] + s.get("loaded", 0), s["last_build_ms"]
 
 
 def main():
