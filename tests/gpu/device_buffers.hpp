@@ -75,6 +75,29 @@ struct DeviceWorkspace {
   }
   Workspace span() const { return {static_cast<std::byte*>(data), bytes}; }
 };
+
+// A host view of bytes copied back from the device, shaped like `like`.
+inline TensorView host_view_of(const std::vector<std::byte>& bytes, TensorView like) {
+  like.data = const_cast<std::byte*>(bytes.data());
+  like.device = {DeviceKind::cpu, 0};
+  return like;
+}
+
+// Device copies of a binding with its gate (DeviceBinding copies the attention tensors only).
+struct GatedBinding {
+  DeviceBinding dev;
+  void* gate = nullptr;
+  explicit GatedBinding(const AttentionTensors& host) : dev(host) {
+    if (host.gate.data == nullptr) return;
+    if (cudaMalloc(&gate, host.gate.span_bytes()) != cudaSuccess) return;
+    cudaMemcpy(gate, host.gate.data, host.gate.span_bytes(), cudaMemcpyHostToDevice);
+    dev.t.gate.data = gate;
+    dev.t.gate.device = {DeviceKind::cuda, 0};
+  }
+  ~GatedBinding() {
+    if (gate) cudaFree(gate);
+  }
+};
 #endif
 
 }  // namespace attnkit::testing

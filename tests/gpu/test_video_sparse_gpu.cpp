@@ -97,28 +97,6 @@ TEST(VideoSparseGpuInputs, DecisionsAreFarFromTies) {
 }
 
 #if defined(ATTNKIT_HAS_CUDA)
-TensorView host_view_of(const std::vector<std::byte>& bytes, TensorView like) {
-  like.data = const_cast<std::byte*>(bytes.data());
-  like.device = {DeviceKind::cpu, 0};
-  return like;
-}
-
-// Device copies of a binding with its gate (DeviceBinding copies the attention tensors only).
-struct GatedBinding {
-  DeviceBinding dev;
-  void* gate = nullptr;
-  explicit GatedBinding(const AttentionTensors& host) : dev(host) {
-    if (host.gate.data == nullptr) return;
-    if (cudaMalloc(&gate, host.gate.span_bytes()) != cudaSuccess) return;
-    cudaMemcpy(gate, host.gate.data, host.gate.span_bytes(), cudaMemcpyHostToDevice);
-    dev.t.gate.data = gate;
-    dev.t.gate.device = {DeviceKind::cuda, 0};
-  }
-  ~GatedBinding() {
-    if (gate) cudaFree(gate);
-  }
-};
-
 using VideoSparseGpu = OnGpu;
 
 // The device selection writes exactly the host selection's lists.
