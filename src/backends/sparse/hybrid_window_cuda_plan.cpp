@@ -11,7 +11,9 @@
 #include "attnkit/backends/backend.hpp"
 #include "backends/cuda/hybrid_linear.hpp"
 #include "backends/sparse/cuda_sparse_runner.hpp"
+#include "backends/sparse/device_args.hpp"
 #include "backends/sparse/hybrid_window_plans.hpp"
+#include "backends/sparse/workspace_front.hpp"
 
 namespace attnkit::sparse {
 namespace {
@@ -28,11 +30,11 @@ class HybridWindowCudaPlan final : public Plan {
     const Problem& q = problem();
     chunking_ = cuda::hybrid_linear_chunking(q.seqlen_q);
     if (q.has_gate) {
-      soft_ = take(dtype_size(q.dtype) * static_cast<std::size_t>(q.batch) * q.seqlen_q * q.heads_q * q.head_dim_v);
-      state_ = take(sizeof(float) * static_cast<std::size_t>(cuda::hybrid_linear_state_floats(
+      soft_ = front_.take(dtype_size(q.dtype) * static_cast<std::size_t>(q.batch) * q.seqlen_q * q.heads_q * q.head_dim_v);
+      state_ = front_.take(sizeof(float) * static_cast<std::size_t>(cuda::hybrid_linear_state_floats(
                                         q.batch, q.heads_kv, chunking_.chunks, q.head_dim_qk)));
     }
-    window_->reserve_front(size_);
+    window_->reserve_front(front_.size());
   }
 
   // The runner's bytes (behind this plan's front), and the slack to align the caller's pointer.
@@ -57,49 +59,35 @@ class HybridWindowCudaPlan final : public Plan {
     w.out = p.layout == Layout::bhsd ? device_view(soft, p.dtype, {B, H, S, dv}) : device_view(soft, p.dtype, {B, S, H, dv});
     if (Diagnostics ran = window_->run_dense(w, own, stream); !ran.ok()) return ran;
     cuda::HybridLinear a;
-    a.q = t.q.data, a.k = t.k.data, a.v = t.v.data;
-    a.dtype = p.dtype;
-    strides_of(t.q, a.q_strides);
-    strides_of(t.k, a.k_strides);
-    strides_of(t.v, a.v_strides);
+    bind_qkv(a, p, t);
     a.batch = p.batch, a.seqlen = p.seqlen_q, a.heads_q = p.heads_q, a.heads_kv = p.heads_kv;
     a.head_dim = p.head_dim_qk;
     a.causal = causal_;
     a.chunk = chunking_.chunk, a.chunks = chunking_.chunks;
     a.state = reinterpret_cast<float*>(own.data() + state_);
     a.window = soft;
-    strides_of(w.out, a.window_strides);
+    token_strides(p.layout, w.out, a.window_strides);
     a.gate = static_cast<const float*>(t.gate.data);
     a.layout = p.layout;
     for (int i = 0; i < 3; ++i) a.gate_strides[i] = t.gate.strides[i];
     a.out = t.out.data;
-    strides_of(t.out, a.out_strides);
+    token_strides(p.layout, t.out, a.out_strides);
     return cuda::hybrid_linear(a, stream);
 #endif
   }
 
  private:
-  // 256-byte aligned slices of the front (the runner's part starts behind them).
-  std::size_t take(std::size_t bytes) {
-    const std::size_t here = size_;
-    size_ += (bytes + kAlign - 1) / kAlign * kAlign;
-    return here;
-  }
   // The caller's workspace from its first 256-byte aligned byte.
   static Workspace aligned(Workspace ws) {
     const auto at = reinterpret_cast<std::uintptr_t>(ws.data());
     return ws.subspan((at + kAlign - 1) / kAlign * kAlign - at);
   }
-  // Element strides of (batch, token, head) of a BSHD or BHSD view.
-  void strides_of(const TensorView& v, std::int64_t (&s)[3]) const {
-    const bool bhsd = problem().layout == Layout::bhsd;
-    s[0] = v.strides[0], s[1] = v.strides[bhsd ? 2 : 1], s[2] = v.strides[bhsd ? 1 : 2];
-  }
 
   std::unique_ptr<CudaSparseRunner> window_;
   bool causal_;  // the window sees no later key: nor does the linear branch
   cuda::HybridChunking chunking_;
-  std::size_t size_ = 0, soft_ = 0, state_ = 0;
+  WorkspaceFront front_;  // 64-byte aligned slices from a 256-byte aligned base
+  std::size_t soft_ = 0, state_ = 0;
 };
 
 }  // namespace
