@@ -84,7 +84,7 @@ class HybridWindowCudaPlan final : public Plan {
   }
 
   std::unique_ptr<CudaSparseRunner> window_;
-  bool causal_;  // the window sees no later key: nor does the linear branch
+  [[maybe_unused]] bool causal_;  // the window sees no later key: nor does the linear branch (read in CUDA builds)
   cuda::HybridChunking chunking_;
   WorkspaceFront front_;  // 64-byte aligned slices from a 256-byte aligned base
   std::size_t soft_ = 0, state_ = 0;
