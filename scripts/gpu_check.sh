@@ -88,7 +88,7 @@ fi
 if ! skip parity; then
   step "GPU parity (ctest: fa3, fa2, cuda_sdpa)"
   # A kernel that deadlocks on a barrier must cost a minute, not the call.
-  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|CudaGatherRows|SlidingTileGpu|SkipSoftmaxGpu|SpargeGpu|SolGpu|VideoSparseGpu|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
+  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|CudaGatherRows|SlidingTileGpu|SkipSoftmaxGpu|SpargeGpu|SolGpu|VideoSparseGpu|HybridWindowGpu|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
     --output-on-failure > "$LOGS/parity.log" 2>&1
   rc=$?
   grep -E "tests passed|tests failed" "$LOGS/parity.log"
@@ -133,7 +133,7 @@ if ! skip sanitizer; then
       >> "$LOGS/sanitizer_${tool}.log" 2>&1
     b=$?
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
-      --gtest_filter='-SkipSoftmaxGpu.*:SolGpu*:VideoSparseGpu*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
+      --gtest_filter='-SkipSoftmaxGpu.*:SolGpu*:VideoSparseGpu*:HybridWindowGpu*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
     # sol_attn's and video_sparse_attn_h3's CUDA paths on their own clock (routing / selection
     # kernels, fa2bsq64, cuda_sdpa on sol's pooled tiles, the LSE merge, VSA's gathers and
     # combine; their fp64 oracles run on the host between the kernels).
@@ -141,6 +141,10 @@ if ! skip sanitizer; then
       --gtest_filter='SolGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
       --gtest_filter='VideoSparseGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
+    # hybrid_window_attn_h3's CUDA path: the dense fa kernel under its window, the linear
+    # branch's chunk states, scan and query pass (the CPU plan and the fp64 oracle run between).
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
+      --gtest_filter='HybridWindowGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
     # The skip-softmax instances (fa3ss) on their own clock: four kernels, larger shapes.
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
       --gtest_filter='SkipSoftmaxGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?

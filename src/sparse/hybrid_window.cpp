@@ -15,4 +15,12 @@ Window hybrid_softmax_window(const Problem& p, const HybridWindowSettings& s) {
   return s.window;
 }
 
+Problem hybrid_softmax_problem(const Problem& p, const HybridWindowSettings& s) {
+  Problem w = p;
+  w.has_gate = false;
+  w.mask = MaskKind::sliding_window;
+  w.window = hybrid_softmax_window(p, s);
+  return w;
+}
+
 }  // namespace attnkit::sparse

@@ -75,6 +75,73 @@ struct DeviceWorkspace {
   }
   Workspace span() const { return {static_cast<std::byte*>(data), bytes}; }
 };
+
+// A host view of bytes copied back from the device, shaped like `like`.
+inline TensorView host_view_of(const std::vector<std::byte>& bytes, TensorView like) {
+  like.data = const_cast<std::byte*>(bytes.data());
+  like.device = {DeviceKind::cpu, 0};
+  return like;
+}
+
+// run() allocates nothing and waits for nothing: `queue(stream)` run eagerly
+// on a stream of its own, then (out and workspace poisoned) captured into a
+// CUDA graph and replayed, writes the same output bytes both times.
+template <class Queue>
+::testing::AssertionResult replay_matches_eager(const DeviceBinding& dev, const DeviceWorkspace& ws, Queue&& queue) {
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    return ::testing::AssertionFailure() << "no stream";
+  ::testing::AssertionResult result = ::testing::AssertionSuccess();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<std::byte> eager;
+  if (Diagnostics ran = queue(stream); !ran.ok() || cudaStreamSynchronize(stream) != cudaSuccess) {
+    result = ::testing::AssertionFailure() << "eager run: " << ran.summary();
+  } else {
+    eager = dev.out();
+    cudaMemset(dev.t.out.data, 0xFF, dev.t.out.span_bytes());
+    cudaMemset(ws.data, 0xFF, ws.bytes);
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess)
+      result = ::testing::AssertionFailure() << "cannot capture";
+    const Diagnostics ran_captured = queue(stream);
+    if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || !ran_captured.ok())
+      result = ::testing::AssertionFailure() << "capture: " << ran_captured.summary();
+    else if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess || cudaGraphLaunch(exec, stream) != cudaSuccess ||
+             cudaStreamSynchronize(stream) != cudaSuccess)
+      result = ::testing::AssertionFailure() << "replay failed";
+    else if (dev.out() != eager)
+      result = ::testing::AssertionFailure() << "the replay's output differs from the eager run's";
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return result;
+}
+
+// A workspace one byte short (or none) is AK1110 before anything is queued.
+inline void expect_short_workspace_refused(const Plan& plan, const AttentionTensors& device_tensors) {
+  const std::size_t need = plan.workspace_bytes();
+  DeviceWorkspace ws(need);
+  EXPECT_TRUE(plan.run(device_tensors, ws.span().first(need - 1), nullptr).has_code("AK1110"));
+  EXPECT_TRUE(plan.run(device_tensors, Workspace{}, nullptr).has_code("AK1110"));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Device copies of a binding with its gate (DeviceBinding copies the attention tensors only).
+struct GatedBinding {
+  DeviceBinding dev;
+  void* gate = nullptr;
+  explicit GatedBinding(const AttentionTensors& host) : dev(host) {
+    if (host.gate.data == nullptr) return;
+    if (cudaMalloc(&gate, host.gate.span_bytes()) != cudaSuccess) return;
+    cudaMemcpy(gate, host.gate.data, host.gate.span_bytes(), cudaMemcpyHostToDevice);
+    dev.t.gate.data = gate;
+    dev.t.gate.device = {DeviceKind::cuda, 0};
+  }
+  ~GatedBinding() {
+    if (gate) cudaFree(gate);
+  }
+};
 #endif
 
 }  // namespace attnkit::testing

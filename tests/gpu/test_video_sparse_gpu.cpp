@@ -97,28 +97,6 @@ TEST(VideoSparseGpuInputs, DecisionsAreFarFromTies) {
 }
 
 #if defined(ATTNKIT_HAS_CUDA)
-TensorView host_view_of(const std::vector<std::byte>& bytes, TensorView like) {
-  like.data = const_cast<std::byte*>(bytes.data());
-  like.device = {DeviceKind::cpu, 0};
-  return like;
-}
-
-// Device copies of a binding with its gate (DeviceBinding copies the attention tensors only).
-struct GatedBinding {
-  DeviceBinding dev;
-  void* gate = nullptr;
-  explicit GatedBinding(const AttentionTensors& host) : dev(host) {
-    if (host.gate.data == nullptr) return;
-    if (cudaMalloc(&gate, host.gate.span_bytes()) != cudaSuccess) return;
-    cudaMemcpy(gate, host.gate.data, host.gate.span_bytes(), cudaMemcpyHostToDevice);
-    dev.t.gate.data = gate;
-    dev.t.gate.device = {DeviceKind::cuda, 0};
-  }
-  ~GatedBinding() {
-    if (gate) cudaFree(gate);
-  }
-};
-
 using VideoSparseGpu = OnGpu;
 
 // The device selection writes exactly the host selection's lists.
@@ -243,29 +221,11 @@ TEST_F(VideoSparseGpu, RunCapturesIntoACudaGraph) {
   ASSERT_TRUE(data.ok());
   GatedBinding g(data->tensors());
   DeviceWorkspace ws((*plan)->workspace_bytes());
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_TRUE((*plan)->run(g.dev.t, ws.span(), stream).ok());
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  const std::vector<std::byte> eager = g.dev.out();
-  ASSERT_EQ(cudaMemset(g.dev.t.out.data, 0xFF, g.dev.t.out.span_bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMemset(ws.data, 0xFF, ws.bytes), cudaSuccess);
-  cudaGraph_t graph = nullptr;
   SparsityStats stats;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Diagnostics ran = (*plan)->run_at({-1, -1, std::nullopt, &stats}, g.dev.t, ws.span(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(ran.ok()) << ran.summary();
-  EXPECT_GT(stats.blocks_skipped, 0);
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  const std::vector<std::byte> replayed = g.dev.out();
-  EXPECT_EQ(std::memcmp(replayed.data(), eager.data(), eager.size()), 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  EXPECT_TRUE(replay_matches_eager(g.dev, ws, [&](cudaStream_t stream) {
+    return (*plan)->run_at({-1, -1, std::nullopt, &stats}, g.dev.t, ws.span(), stream);
+  }));
+  EXPECT_GT(stats.blocks_skipped, 0);  // the captured call's
 }
 
 // A workspace one byte short (or none) is AK1110 before anything is queued.
@@ -276,11 +236,7 @@ TEST_F(VideoSparseGpu, WorkspaceTooSmallIsAK1110) {
   auto data = inputs(p, 97);
   ASSERT_TRUE(data.ok());
   GatedBinding g(data->tensors());
-  const std::size_t need = (*plan)->workspace_bytes();
-  DeviceWorkspace ws(need);
-  EXPECT_TRUE((*plan)->run(g.dev.t, ws.span().first(need - 1), nullptr).has_code("AK1110"));
-  EXPECT_TRUE((*plan)->run(g.dev.t, Workspace{}, nullptr).has_code("AK1110"));
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_short_workspace_refused(**plan, g.dev.t);
 }
 #endif
 

@@ -11,6 +11,8 @@
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
+#include "backends/sparse/hybrid_window_plans.hpp"
+#include "hybrid_window_oracle.hpp"
 #include "sparse_test_util.hpp"
 
 namespace attnkit::sparse {
@@ -24,50 +26,6 @@ Problem hybrid_problem(MaskKind mask, Layout layout = Layout::bshd, DType dtype 
   p.has_gate = true;
   if (mask == MaskKind::sliding_window) p.window = {40, 7};
   return p;
-}
-
-// out[i] = softmax over the keys j of i's window + gate[i] * phi(q_i).S / phi(q_i).z, in fp64,
-// straight from the definition (no running sums): window (left, right) around i.
-std::vector<double> oracle(const Problem& p, const AttentionTensors& t, Window w, bool causal_linear) {
-  const int S = p.seqlen_q, d = p.head_dim_qk, dv = p.head_dim_v;
-  auto at = [&](const TensorView& x, int b, int h, int s, int c) {
-    const HeadRows r = head_rows(p.layout, x.strides.data(), b, h, 0);
-    return load_as_double(x.data, x.dtype, r.offset + s * r.row_stride + c);
-  };
-  auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
-  std::vector<double> out(static_cast<std::size_t>(p.batch) * S * p.heads_q * dv);
-  for (int b = 0; b < p.batch; ++b)
-    for (int h = 0; h < p.heads_q; ++h) {
-      const int hk = h / p.gqa_ratio();
-      for (int i = 0; i < S; ++i) {
-        const int lo = w.left < 0 ? 0 : std::max(0, i - w.left), hi = w.right < 0 ? S - 1 : std::min(S - 1, i + w.right);
-        std::vector<double> s(S, 0.0);
-        double m = -INFINITY, den = 0;
-        for (int j = lo; j <= hi; ++j) {
-          for (int c = 0; c < d; ++c) s[j] += p.softmax_scale() * at(t.q, b, h, i, c) * at(t.k, b, hk, j, c);
-          m = std::max(m, s[j]);
-        }
-        for (int j = lo; j <= hi; ++j) den += std::exp(s[j] - m);
-        const int last = causal_linear ? i : S - 1;
-        double lin_den = 0;
-        std::vector<double> fq(d);
-        for (int c = 0; c < d; ++c) fq[c] = phi(at(t.q, b, h, i, c));
-        std::vector<double> kw(last + 1);  // phi(q_i) . phi(k_j)
-        for (int j = 0; j <= last; ++j) {
-          kw[j] = 0;
-          for (int c = 0; c < d; ++c) kw[j] += fq[c] * phi(at(t.k, b, hk, j, c));
-          lin_den += kw[j];
-        }
-        const double g = load_as_double(t.gate.data, DType::f32, gate_offset(p.layout, t.gate.strides.data(), b, h, i, 0));
-        for (int e = 0; e < dv; ++e) {
-          double soft = 0, lin = 0;
-          for (int j = lo; j <= hi; ++j) soft += std::exp(s[j] - m) / den * at(t.v, b, hk, j, e);
-          for (int j = 0; j <= last; ++j) lin += kw[j] * at(t.v, b, hk, j, e);
-          out[((static_cast<std::size_t>(b) * S + i) * p.heads_q + h) * dv + e] = soft + g * lin / lin_den;
-        }
-      }
-    }
-  return out;
 }
 
 testing::SparseRun run_hybrid(const Problem& p, const select::BackendConfig& c, const AttentionTensors& t) {
@@ -94,7 +52,7 @@ TEST(HybridWindow, MatchesAnFp64Oracle) {
     ASSERT_TRUE(data.ok());
     const testing::SparseRun r = run_hybrid(p, {{"window_size", std::string("24,24")}}, data->tensors());
     ASSERT_TRUE(r.ran.ok()) << r.ran.summary();
-    EXPECT_LT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), oracle(p, data->tensors(), c.window, c.causal_linear)),
+    EXPECT_LT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), testing::hybrid_window_oracle(p, data->tensors(), c.window, c.causal_linear)),
               1e-5)
         << mask_kind_name(c.mask) << " " << layout_name(c.layout);
   }
@@ -105,7 +63,7 @@ TEST(HybridWindow, Bf16MatchesTheOracle) {
   auto data = HostProblemData::create(p, {.seed = 4});
   ASSERT_TRUE(data.ok());
   ASSERT_TRUE(run_hybrid(p, {}, data->tensors()).ran.ok());  // default window 512: every earlier key
-  EXPECT_LT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), oracle(p, data->tensors(), {512, 0}, true)), 1e-2);
+  EXPECT_LT(testing::rel_l2(testing::bshd_doubles(p, data->tensors().out), testing::hybrid_window_oracle(p, data->tensors(), {512, 0}, true)), 1e-2);
 }
 
 TEST(HybridWindow, ZeroGatesAreWindowSoftmax) {
@@ -124,6 +82,32 @@ TEST(HybridWindow, ZeroGatesAreWindowSoftmax) {
   std::vector<std::byte> ws((*flash)->workspace_bytes());
   ASSERT_TRUE((*flash)->run(data->tensors_with_outputs(out.view(), {}), ws, nullptr).ok());
   EXPECT_EQ(testing::bshd_doubles(p, data->tensors().out), testing::bshd_doubles(p, out.view()));
+}
+
+// The CUDA path's kernels exist on named sm_90 / sm_80 platforms for the
+// calls its GPU tests run (fa3 / fa2 under a sliding window, d64 / d128);
+// other head dims are AK2105 there. While the path is undeclared
+// (kHybridWindowCudaVerified), a plan for a CUDA platform stays AK2111.
+TEST(HybridWindow, CudaPathKernelsExistForItsShapes) {
+  for (const char* name : {"cuda:sm90", "cuda:sm80"}) {
+    auto gpu = parse_platform(name);
+    ASSERT_TRUE(gpu.ok());
+    for (MaskKind mask : {MaskKind::none, MaskKind::causal, MaskKind::sliding_window})
+      for (DType dtype : {DType::bf16, DType::f16})
+        for (int dim : {64, 128}) {
+          Problem p = hybrid_problem(mask, Layout::bshd, dtype);
+          p.head_dim_qk = p.head_dim_v = dim;
+          const Diagnostics why = hybrid_window_cuda_kernel_refusals(p, *gpu, {});
+          EXPECT_TRUE(why.ok()) << name << " " << mask_kind_name(mask) << " d" << dim << ": " << why.summary();
+        }
+    Problem p = hybrid_problem(MaskKind::none, Layout::bshd, DType::bf16);
+    p.head_dim_qk = p.head_dim_v = 96;
+    EXPECT_TRUE(hybrid_window_cuda_kernel_refusals(p, *gpu, {}).has_code("AK2105")) << name;
+    EXPECT_TRUE(make_hybrid_window_backend()->plan(hybrid_problem(MaskKind::none, Layout::bshd, DType::bf16), *gpu)
+                    .diagnostics()
+                    .has_code("AK2111"))
+        << name;
+  }
 }
 
 TEST(HybridWindow, Refusals) {

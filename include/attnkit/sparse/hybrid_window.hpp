@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "attnkit/backends/backend.hpp"
+#include "attnkit/core/host_device.hpp"
 
 namespace attnkit::sparse {
 
@@ -25,7 +26,19 @@ HybridWindowSettings hybrid_window_settings(const select::BackendConfig& config)
 // settings' window (right side 0 under a causal mask).
 Window hybrid_softmax_window(const Problem& p, const HybridWindowSettings& s);
 
-// The linear branch's feature map: elu(x) + 1.
-inline double linear_feature(double x) { return x > 0 ? x + 1.0 : std::exp(x); }
+// The softmax branch's problem: the call without its gate, a sliding window
+// (hybrid_softmax_window), out in the call's dtype (the CPU path overrides it to fp32).
+Problem hybrid_softmax_problem(const Problem& p, const HybridWindowSettings& s);
+
+// The linear branch's formulas, shared by the CPU path (double) and the CUDA
+// kernels (float, backends/cuda/hybrid_linear.cu).
+// The feature map: elu(x) + 1.
+AK_HOST_DEVICE double linear_feature(double x) { return x > 0 ? x + 1.0 : exp(x); }
+AK_HOST_DEVICE float linear_feature(float x) { return x > 0 ? x + 1.0f : expf(x); }
+// out = window_softmax + gate * (phi(q) . S) / (phi(q) . z).
+template <class T>
+AK_HOST_DEVICE T hybrid_combine(T soft, T gate, T num, T den) {
+  return soft + gate * (num / den);
+}
 
 }  // namespace attnkit::sparse

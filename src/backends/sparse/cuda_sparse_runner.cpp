@@ -4,6 +4,7 @@
 
 #include "attnkit/backends/registry.hpp"
 #include "backends/cuda/fa2_q64.hpp"
+#include "backends/sparse/device_args.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/gather_rows.hpp"
@@ -191,11 +192,7 @@ Diagnostics CudaSparseRunner::run_sparse(const AttentionTensors& t, const BlockS
     at += (bytes + kAlign - 1) / kAlign * kAlign;  // as tile_copies_bytes lays them out
     return here;
   };
-  // Rows of the caller's tensor (BSHD or BHSD) and of a contiguous BSHD copy.
-  auto strides_of = [&](const TensorView& v, std::int64_t (&s)[3]) {
-    const bool bhsd = p.layout == Layout::bhsd;
-    s[0] = v.strides[0], s[1] = v.strides[bhsd ? 2 : 1], s[2] = v.strides[bhsd ? 1 : 2];
-  };
+  // Copies rows between a caller's tensor (BSHD or BHSD: token_strides) and a contiguous BSHD copy.
   auto gather = [&](const void* src, const std::int64_t (&ss)[3], void* dst, const std::int64_t (&ds)[3], int heads,
                     int dim, DType dtype, const cuda::DeviceBuffer& index) {
     cuda::GatherRows g;
@@ -224,7 +221,7 @@ Diagnostics CudaSparseRunner::run_sparse(const AttentionTensors& t, const BlockS
     *c.inner = make_view(buf, c.caller->dtype, {B, S, c.heads, c.dim}, c.caller->device);
     if (c.caller == &t.out) continue;  // written by the kernel, scattered back below
     std::int64_t ss[3], ds[3] = {static_cast<std::int64_t>(S) * c.heads * c.dim, static_cast<std::int64_t>(c.heads) * c.dim, c.dim};
-    strides_of(*c.caller, ss);
+    token_strides(p.layout, *c.caller, ss);
     if (Diagnostics why = gather(c.caller->data, ss, buf, ds, c.heads, c.dim, c.caller->dtype, device_->to_tiles);
         !why.ok())
       return why;
@@ -233,7 +230,7 @@ Diagnostics CudaSparseRunner::run_sparse(const AttentionTensors& t, const BlockS
   std::int64_t ss[3] = {static_cast<std::int64_t>(S) * p.heads_q * p.head_dim_v,
                         static_cast<std::int64_t>(p.heads_q) * p.head_dim_v, p.head_dim_v},
                ds[3];
-  strides_of(t.out, ds);
+  token_strides(p.layout, t.out, ds);
   return gather(inner.out.data, ss, t.out.data, ds, p.heads_q, p.head_dim_v, t.out.dtype, device_->from_tiles);
 #endif
 }

@@ -6,6 +6,7 @@
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/sparse/hybrid_window.hpp"
+#include "backends/sparse/hybrid_window_plans.hpp"
 #include "backends/sparse/sparse_backend.hpp"
 #include "backends/sparse/workspace_front.hpp"
 
@@ -15,10 +16,7 @@ namespace {
 
 // The softmax branch as a cpu_flash problem: the call's, with the window and an fp32 out.
 Problem window_problem(const Problem& p, const HybridWindowSettings& s) {
-  Problem w = p;
-  w.has_gate = false;
-  w.mask = MaskKind::sliding_window;
-  w.window = hybrid_softmax_window(p, s);
+  Problem w = hybrid_softmax_problem(p, s);
   w.out_dtype_override = DType::f32;
   return w;
 }
@@ -127,13 +125,12 @@ class HybridWindowPlan final : public Plan {
               den += phi[c] * z[c];
             }
           for (int e = 0; e < dv; ++e) {
-            double lin = 0;
-            if (p.has_gate) {
-              for (int c = 0; c < d; ++c) lin += phi[c] * S[c * dv + e];
-              lin /= den;
-            }
+            const double soft_e = s[sr.offset + i * sr.row_stride + e];
+            double num = 0;
+            if (p.has_gate)
+              for (int c = 0; c < d; ++c) num += phi[c] * S[c * dv + e];
             store_from_double(t.out.data, t.out.dtype, orow.offset + i * orow.row_stride + e,
-                              double(s[sr.offset + i * sr.row_stride + e]) + g * lin);
+                              p.has_gate ? hybrid_combine(soft_e, g, num, den) : soft_e);
           }
         }
       }
@@ -156,6 +153,13 @@ Capabilities hybrid_window_capabilities() {
   return c;
 }
 
+// The CUDA path (hybrid_window_cuda_plan.cpp) is declared once
+// tests/gpu/test_hybrid_window_gpu.cpp has passed on a GPU (written
+// 2026-12-02, not run yet: issue 19). Until then check on this machine's GPU
+// and a plan for any CUDA platform are AK2111, as before; the GPU tests plan
+// it directly (make_hybrid_window_cuda_plan).
+constexpr bool kHybridWindowCudaVerified = false;
+
 class HybridWindowBackend final : public SparseVideoBackend {
  public:
   HybridWindowBackend()
@@ -163,6 +167,16 @@ class HybridWindowBackend final : public SparseVideoBackend {
                            "VDN-H3 hybrid: sliding-window softmax attention plus gate * linear attention "
                            "(phi = elu + 1)",
                            hybrid_window_capabilities()) {}
+
+  // Once the CUDA path is declared, the dense flash kernel it runs the window
+  // on must exist for the call (check and plan agree); until then a named
+  // CUDA platform validates as before.
+  Diagnostics check(const Problem& p, const Platform& platform) const override {
+    Diagnostics out = SparseVideoBackend::check(p, platform);
+    if (kHybridWindowCudaVerified && out.ok() && platform.kind == PlatformKind::cuda)
+      out.append(hybrid_window_cuda_kernel_refusals(p, platform, {}));
+    return out;
+  }
 
  protected:
   Diagnostics call_refusals(const Problem& p, const Platform&, const select::BackendConfig&) const override {
@@ -173,13 +187,25 @@ class HybridWindowBackend final : public SparseVideoBackend {
   }
   Result<std::unique_ptr<Plan>> plan_cpu(const Problem& p, const Platform& cpu,
                                          const select::BackendConfig& config) const override {
-    auto window = make_cpu_flash_backend()->plan(window_problem(p, hybrid_window_settings(config)), cpu);
-    if (!window) return window.diagnostics();
-    return with_host_workspace(std::make_unique<HybridWindowPlan>(p, std::move(*window)), "hybrid_window_attn_h3");
+    return make_hybrid_window_cpu_plan(p, cpu, hybrid_window_settings(config));
+  }
+  bool has_cuda_path() const override { return kHybridWindowCudaVerified; }
+  Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
+                                          const select::BackendConfig& config) const override {
+    // Undeclared: planned for any CUDA platform it stays AK2111, as before (the GPU tests plan it directly).
+    if (!kHybridWindowCudaVerified) return SparseVideoBackend::plan_cuda(p, gpu, config);
+    return make_hybrid_window_cuda_plan(p, gpu, hybrid_window_settings(config));
   }
 };
 
 }  // namespace
+
+Result<std::unique_ptr<Plan>> make_hybrid_window_cpu_plan(const Problem& p, const Platform& cpu,
+                                                          const HybridWindowSettings& s) {
+  auto window = make_cpu_flash_backend()->plan(window_problem(p, s), cpu);
+  if (!window) return window.diagnostics();
+  return with_host_workspace(std::make_unique<HybridWindowPlan>(p, std::move(*window)), "hybrid_window_attn_h3");
+}
 }  // namespace sparse
 
 std::unique_ptr<Backend> make_hybrid_window_backend() { return std::make_unique<sparse::HybridWindowBackend>(); }

@@ -18,6 +18,7 @@
 #include "backends/cuda/fa2_q64.hpp"
 #include "backends/cuda/sol_route.hpp"
 #include "backends/sparse/cuda_sparse_runner.hpp"
+#include "backends/sparse/device_args.hpp"
 #include "backends/sparse/sol_routing.hpp"
 #include "backends/sparse/sparse_runner.hpp"
 #include "dist/device_ops.hpp"
@@ -151,11 +152,7 @@ class SolCudaPlan final : public Plan {
     auto at = [&](std::size_t offset) { return static_cast<void*>(base + offset); };
     // 1. The routing.
     cuda::SolRoute r;
-    r.q = t.q.data, r.k = t.k.data, r.v = t.v.data;
-    r.dtype = p.dtype;
-    strides_of(t.q, r.q_strides);
-    strides_of(t.k, r.k_strides);
-    strides_of(t.v, r.v_strides);
+    bind_qkv(r, p, t);
     r.batch = p.batch, r.heads_q = p.heads_q, r.heads_kv = p.heads_kv, r.seqlen = p.seqlen_q;
     r.head_dim = p.head_dim_qk, r.head_dim_v = p.head_dim_v;
     r.scale = p.softmax_scale();
@@ -232,12 +229,6 @@ class SolCudaPlan final : public Plan {
     count_sparsity(p, exact_->problem(), SolShape::layout(p), listed, stats);
     return {};
 #endif
-  }
-
-  // Element strides of (batch, token, head) of a BSHD or BHSD view.
-  void strides_of(const TensorView& v, std::int64_t (&s)[3]) const {
-    const bool bhsd = problem().layout == Layout::bhsd;
-    s[0] = v.strides[0], s[1] = v.strides[bhsd ? 2 : 1], s[2] = v.strides[bhsd ? 1 : 2];
   }
 
   SolSettings settings_;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "attnkit/core/block_sparse.hpp"
+#include "backends/sparse/device_args.hpp"
 #include "backends/sparse/workspace_front.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
 #include <cuda_runtime.h>
@@ -176,8 +177,8 @@ class DeviceSelection final : public SpargeSelection {
     cuda::SpargeSelect a = args_;
     a.q = t.q.data;
     a.k = t.k.data;
-    strides_of(t.q, a.q_strides);
-    strides_of(t.k, a.k_strides);
+    token_strides(p_.layout, t.q, a.q_strides);
+    token_strides(p_.layout, t.k, a.k_strides);
     a.q_mean = WorkspaceFront::at<float>(ws, q_mean_);
     a.q_smooth = WorkspaceFront::at<std::uint8_t>(ws, q_smooth_);
     a.k_mean = WorkspaceFront::at<float>(ws, k_mean_);
@@ -210,11 +211,6 @@ class DeviceSelection final : public SpargeSelection {
     const std::size_t at = size_;
     size_ += (bytes + 255) / 256 * 256;
     return at;
-  }
-  // Element strides of (batch, token, head) of a BSHD or BHSD view.
-  void strides_of(const TensorView& v, std::int64_t (&s)[3]) const {
-    const bool bhsd = p_.layout == Layout::bhsd;
-    s[0] = v.strides[0], s[1] = v.strides[bhsd ? 2 : 1], s[2] = v.strides[bhsd ? 1 : 2];
   }
 
   Problem p_;

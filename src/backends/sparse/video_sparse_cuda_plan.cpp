@@ -16,6 +16,7 @@
 #include "attnkit/core/block_sparse.hpp"
 #include "backends/cuda/vsa_select.hpp"
 #include "backends/sparse/cuda_sparse_runner.hpp"
+#include "backends/sparse/device_args.hpp"
 #include "backends/sparse/sparse_runner.hpp"
 #include "backends/sparse/video_sparse_plans.hpp"
 
@@ -83,11 +84,7 @@ class VideoSparseCudaPlan final : public Plan {
     // (device gates are checked for shape, dtype and device, not scanned for NaN).
     if (Diagnostics why = validate_binding(p, t, {DeviceKind::cuda, 0}); !why.ok()) return why;
     cuda::VsaSelect a;
-    a.q = t.q.data, a.k = t.k.data, a.v = t.v.data;
-    a.dtype = p.dtype;
-    strides_of(t.q, a.q_strides);
-    strides_of(t.k, a.k_strides);
-    strides_of(t.v, a.v_strides);
+    bind_qkv(a, p, t);
     a.batch = p.batch, a.heads_q = p.heads_q, a.heads_kv = p.heads_kv;
     a.head_dim = p.head_dim_qk, a.head_dim_v = p.head_dim_v;
     a.cubes = cubes_;
@@ -122,7 +119,7 @@ class VideoSparseCudaPlan final : public Plan {
       for (int i = 0; i < 3; ++i) c.gate_strides[i] = t.gate.strides[i];
       c.out = t.out.data;
       c.dtype = t.out.dtype;
-      strides_of(t.out, c.out_strides);
+      token_strides(p.layout, t.out, c.out_strides);
       c.batch = p.batch, c.seqlen = p.seqlen_q, c.heads_q = p.heads_q, c.head_dim_v = p.head_dim_v;
       c.cubes = cubes_;
       if (Diagnostics why = cuda::vsa_combine(c, stream); !why.ok()) return why;
@@ -149,11 +146,6 @@ class VideoSparseCudaPlan final : public Plan {
   template <class T>
   static T* at(Workspace ws, std::size_t offset) {
     return reinterpret_cast<T*>(ws.data() + offset);
-  }
-  // Element strides of (batch, token, head) of a BSHD or BHSD view.
-  void strides_of(const TensorView& v, std::int64_t (&s)[3]) const {
-    const bool bhsd = problem().layout == Layout::bhsd;
-    s[0] = v.strides[0], s[1] = v.strides[bhsd ? 2 : 1], s[2] = v.strides[bhsd ? 1 : 2];
   }
 
   std::unique_ptr<CudaSparseRunner> runner_;

@@ -1,0 +1,62 @@
+#pragma once
+// hybrid_window_attn_h3's linear branch and combine on the GPU
+// (docs/sparse.md section 5c): out = window_softmax + gate * phi(q) . S / (phi(q) . z)
+// with phi = elu + 1 (sparse/hybrid_window.hpp, the CPU path's formulas), in
+// fp32. The sequence is cut into `chunks` chunks of `chunk` tokens per
+// (sequence, kv head):
+//   1. per chunk, the sums of phi(k_j) v_j^T and phi(k_j) over its keys;
+//   2. per (sequence, kv head), over the chunks in order: causal, each chunk's
+//      state becomes the sum of the chunks before it (an exclusive scan); full,
+//      the first chunk's becomes the sum of all;
+//   3. per (sequence, query head, chunk), the queries in order: causal, the
+//      running state adds key i before query i reads it; full, the total;
+//      then out = hybrid_combine(window, gate, num, den), rounded once.
+// Kernels on the caller's stream in buffers the caller laid out in its
+// workspace: nothing allocated, nothing synchronised, capturable. Plain C++
+// declarations; the kernels are hybrid_linear.cu.
+#include <algorithm>
+#include <cstdint>
+
+#include "attnkit/backends/backend.hpp"
+#include "attnkit/core/diagnostic.hpp"
+
+namespace attnkit::cuda {
+
+struct HybridLinear {
+  const void* q = nullptr;  // device, fp16 / bf16 (dtype), BSHD or BHSD
+  const void* k = nullptr;
+  const void* v = nullptr;
+  DType dtype = DType::bf16;
+  std::int64_t q_strides[3]{}, k_strides[3]{}, v_strides[3]{};  // elements between batches, tokens, heads
+  int batch = 1, seqlen = 0, heads_q = 1, heads_kv = 1, head_dim = 0;  // head_dim: 64 or 128 (= v's)
+  bool causal = false;  // keys j <= i (the window sees no later key), else every key
+  int chunk = 64, chunks = 0;  // hybrid_linear_chunking
+  float* state = nullptr;      // [batch * heads_kv * chunks, head_dim * head_dim + head_dim] (workspace)
+  const void* window = nullptr;  // the softmax branch, in dtype (the workspace)
+  std::int64_t window_strides[3]{};  // elements between batches, tokens, heads
+  const float* gate = nullptr;   // fp32, q's token order (AttentionTensors::gate)
+  Layout layout = Layout::bshd;
+  std::int64_t gate_strides[3]{};  // the gate view's strides (core/attention_tensors.hpp gate_offset)
+  void* out = nullptr;
+  std::int64_t out_strides[3]{};  // elements between batches, tokens, heads
+};
+
+// Tokens per chunk: a multiple of 64, at most 32 chunks (the state buffer's size).
+struct HybridChunking {
+  int chunk = 64, chunks = 0;
+};
+inline HybridChunking hybrid_linear_chunking(std::int64_t seqlen) {
+  constexpr std::int64_t kMaxChunks = 32, kQuantum = 64;
+  const std::int64_t per = (seqlen + kMaxChunks - 1) / kMaxChunks;
+  const std::int64_t chunk = std::max(kQuantum, (per + kQuantum - 1) / kQuantum * kQuantum);
+  return {static_cast<int>(chunk), static_cast<int>((seqlen + chunk - 1) / chunk)};
+}
+// Floats of the state buffer.
+inline std::int64_t hybrid_linear_state_floats(int batch, int heads_kv, int chunks, int head_dim) {
+  return static_cast<std::int64_t>(batch) * heads_kv * chunks * (static_cast<std::int64_t>(head_dim) * head_dim + head_dim);
+}
+
+// Queues the three steps (AK2105 for a head dim other than 64 / 128).
+Diagnostics hybrid_linear(const HybridLinear& a, StreamHandle stream);
+
+}  // namespace attnkit::cuda
