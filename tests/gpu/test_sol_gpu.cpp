@@ -274,27 +274,7 @@ TEST_F(SolGpu, RoutedCallCapturesIntoACudaGraph) {
   ASSERT_TRUE(data.ok());
   DeviceBinding dev(data->tensors());
   DeviceWorkspace ws((*plan)->workspace_bytes());
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_TRUE((*plan)->run_at(kRouted, dev.t, ws.span(), stream).ok());
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  const std::vector<std::byte> eager = dev.out();
-  ASSERT_EQ(cudaMemset(dev.t.out.data, 0xFF, dev.t.out.span_bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMemset(ws.data, 0xFF, ws.bytes), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Diagnostics ran = (*plan)->run_at(kRouted, dev.t, ws.span(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(ran.ok()) << ran.summary();
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  const std::vector<std::byte> replayed = dev.out();
-  EXPECT_EQ(std::memcmp(replayed.data(), eager.data(), eager.size()), 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  EXPECT_TRUE(replay_matches_eager(dev, ws, [&](cudaStream_t stream) { return (*plan)->run_at(kRouted, dev.t, ws.span(), stream); }));
 }
 
 // A workspace one byte short (or none) is AK1110 before anything is queued.
