@@ -28,40 +28,25 @@ cudaError_t fa2_launch(const AttnParams& p_in, cudaStream_t stream) {
 
 }  // namespace attnkit::cuda
 
-// Defines fa2_launch_<TAG>_<QK>_<V> and fa2_configure_<TAG>_<QK>_<V> (declared
-// in src/backends/cuda/launchers.hpp) for one instances.def entry (QK == V).
-#define AK_DEFINE_LAUNCHER_fa2(TAG, QK, V)                                                              \
+// Defines <FAMILY>_launch_<TAG>_<QK>_<V> and <FAMILY>_configure_<TAG>_<QK>_<V>
+// (declared in src/backends/cuda/launchers.hpp) for one instances.def entry
+// (QK == V) of an fa2 family: the traits CONFIG<T, QK>::Traits, over
+// block-sparse lists when SPARSE.
+#define AK_DEFINE_FA2_FAMILY_LAUNCHER(FAMILY, CONFIG, SPARSE, TAG, QK, V)                                \
   namespace attnkit::cuda {                                                                             \
   static_assert(QK == V, "fa2 runs equal qk and v head dims");                                          \
-  using Fa2Traits_##TAG##_##QK = Fa2Config<CudaElement<DType::TAG>::type, QK>::Traits;                  \
-  int fa2_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                \
-    return static_cast<int>(fa2_launch<Fa2Traits_##TAG##_##QK>(p, static_cast<cudaStream_t>(stream)));  \
+  using FAMILY##Traits_##TAG##_##QK = CONFIG<CudaElement<DType::TAG>::type, QK>::Traits;                \
+  int FAMILY##_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                           \
+    return static_cast<int>(fa2_launch<FAMILY##Traits_##TAG##_##QK, SPARSE>(p, static_cast<cudaStream_t>(stream))); \
   }                                                                                                     \
-  int fa2_configure_##TAG##_##QK##_##V() { return static_cast<int>(fa2_configure<Fa2Traits_##TAG##_##QK>()); } \
+  int FAMILY##_configure_##TAG##_##QK##_##V() {                                                         \
+    return static_cast<int>(fa2_configure<FAMILY##Traits_##TAG##_##QK, SPARSE>());                      \
+  }                                                                                                     \
   }
 
+#define AK_DEFINE_LAUNCHER_fa2(TAG, QK, V) AK_DEFINE_FA2_FAMILY_LAUNCHER(fa2, Fa2Config, false, TAG, QK, V)
 // fa2bs: the same instance over block-sparse lists (instances.def family fa2bs).
-#define AK_DEFINE_LAUNCHER_fa2bs(TAG, QK, V)                                                             \
-  namespace attnkit::cuda {                                                                             \
-  static_assert(QK == V, "fa2 runs equal qk and v head dims");                                          \
-  using Fa2bsTraits_##TAG##_##QK = Fa2Config<CudaElement<DType::TAG>::type, QK>::Traits;                \
-  int fa2bs_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                              \
-    return static_cast<int>(fa2_launch<Fa2bsTraits_##TAG##_##QK, true>(p, static_cast<cudaStream_t>(stream))); \
-  }                                                                                                     \
-  int fa2bs_configure_##TAG##_##QK##_##V() {                                                            \
-    return static_cast<int>(fa2_configure<Fa2bsTraits_##TAG##_##QK, true>());                           \
-  }                                                                                                     \
-  }
-
+#define AK_DEFINE_LAUNCHER_fa2bs(TAG, QK, V) AK_DEFINE_FA2_FAMILY_LAUNCHER(fa2bs, Fa2Config, true, TAG, QK, V)
 // fa2bsq64: block-sparse lists on 64-query tiles (Fa2Q64Config; instances.def family fa2bsq64).
-#define AK_DEFINE_LAUNCHER_fa2bsq64(TAG, QK, V)                                                          \
-  namespace attnkit::cuda {                                                                             \
-  static_assert(QK == V, "fa2 runs equal qk and v head dims");                                          \
-  using Fa2bsq64Traits_##TAG##_##QK = Fa2Q64Config<CudaElement<DType::TAG>::type, QK>::Traits;          \
-  int fa2bsq64_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                           \
-    return static_cast<int>(fa2_launch<Fa2bsq64Traits_##TAG##_##QK, true>(p, static_cast<cudaStream_t>(stream))); \
-  }                                                                                                     \
-  int fa2bsq64_configure_##TAG##_##QK##_##V() {                                                         \
-    return static_cast<int>(fa2_configure<Fa2bsq64Traits_##TAG##_##QK, true>());                        \
-  }                                                                                                     \
-  }
+#define AK_DEFINE_LAUNCHER_fa2bsq64(TAG, QK, V) \
+  AK_DEFINE_FA2_FAMILY_LAUNCHER(fa2bsq64, Fa2Q64Config, true, TAG, QK, V)
