@@ -9,8 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
