@@ -59,6 +59,14 @@ AK_HOST_DEVICE HeadRows head_rows(Layout layout, const std::int64_t* strides, in
   return {};
 }
 
+// Element offset of lse[(b, h, row i)] for `layout`: [batch, heads, seqlen],
+// or [heads, total rows] for THD, whose row is token_offset + i.
+AK_HOST_DEVICE std::int64_t lse_offset(Layout layout, const std::int64_t* strides, int b, int h, std::int64_t i,
+                                       std::int64_t token_offset) {
+  return layout == Layout::thd ? h * strides[0] + (token_offset + i) * strides[1]
+                               : b * strides[0] + h * strides[1] + i * strides[2];
+}
+
 // Element offset of gate[(b, h, row i)] for `layout` (see AttentionTensors::gate).
 AK_HOST_DEVICE std::int64_t gate_offset(Layout layout, const std::int64_t* strides, int b, int h, std::int64_t i,
                                         std::int64_t token_offset) {

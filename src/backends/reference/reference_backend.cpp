@@ -119,9 +119,7 @@ void compute_head(const Problem& p, const AttentionTensors& t, int b, int hq) {
       store_from_double(t.out.data, t.out.dtype, o_rows.offset + i * o_rows.row_stride + d, acc[d] * inv_l);
     if (p.return_lse) {
       const double lse = l > 0.0 ? m + std::log(l) : kNegInf;
-      const std::int64_t off = p.layout == Layout::thd
-                                   ? hq * t.lse.strides[0] + (span.q_offset + i) * t.lse.strides[1]
-                                   : b * t.lse.strides[0] + hq * t.lse.strides[1] + i * t.lse.strides[2];
+      const std::int64_t off = lse_offset(p.layout, t.lse.strides.data(), b, hq, i, span.q_offset);
       t.lse.ptr<float>()[off] = static_cast<float>(lse);
     }
   }

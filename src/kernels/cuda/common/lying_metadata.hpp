@@ -27,12 +27,6 @@ __device__ __forceinline__ bool call_lies(const AttnParams& p, int threads) {
   return metadata_barrier(p, threads);
 }
 
-// Element offset of the LSE of (b, h, row) (row: packed for THD).
-__device__ __forceinline__ std::int64_t lse_index(const AttnParams& p, int b, int h, std::int64_t row) {
-  return p.layout == Layout::thd ? h * p.lse_strides[0] + row * p.lse_strides[1]
-                                 : b * p.lse_strides[0] + h * p.lse_strides[1] + row * p.lse_strides[2];
-}
-
 // NaN over part `part` of `parts` of every output row the tensors hold (the
 // packed rows for THD, batch x seqlen_q otherwise), all heads, O and LSE; the
 // CTA's threads share it. The parts of all CTAs cover the whole output, so a
@@ -60,7 +54,7 @@ __device__ void poison_call_part(const AttnParams& p, long long part, long long 
     const std::int64_t row = packed ? r : r % p.seqlen_q;
     const HeadRows o = head_rows(p.layout, p.out_strides, b, h, 0);
     static_cast<T*>(p.out)[o.offset + row * o.row_stride + d] = nan;
-    if (d == 0 && p.lse != nullptr) p.lse[lse_index(p, b, h, row)] = NAN;
+    if (d == 0 && p.lse != nullptr) p.lse[lse_offset(p.layout, p.lse_strides, b, h, row, 0)] = NAN;
   }
 }
 

@@ -158,9 +158,7 @@ __global__ void __launch_bounds__(SdpaShape::kRows * 32) sdpa_forward_kernel(con
     if (d < dv) out[d] = from_float<T>(acc[k] * inv);
   }
   if (p.lse != nullptr && lane == 0) {
-    const std::int64_t off = p.layout == Layout::thd
-                                 ? h * p.lse_strides[0] + (span.q_offset + row) * p.lse_strides[1]
-                                 : b * p.lse_strides[0] + h * p.lse_strides[1] + row * p.lse_strides[2];
+    const std::int64_t off = lse_offset(p.layout, p.lse_strides, b, h, row, span.q_offset);
     p.lse[off] = page_fault ? NAN : l > 0.0f ? m + logf(l) : -INFINITY;
   }
 }
