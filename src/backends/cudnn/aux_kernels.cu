@@ -7,6 +7,7 @@
 #include "attnkit/core/attention_tensors.hpp"
 #include "attnkit/core/mask.hpp"
 #include "backends/cudnn/aux_kernels.hpp"
+#include "kernels/cuda/params.hpp"
 
 namespace attnkit::cudnn {
 namespace {
@@ -16,20 +17,17 @@ struct Lengths {
   std::int64_t q_offset;  // first packed q row of the sequence (THD), else 0
 };
 
-// Rows [lo, hi) of packed sequence b, clamped into [0, rows] (rows < 0: not
-// given, only at 0) and to `longest`.
+// Rows of packed sequence b, clamped into [0, rows] and to `longest`, and
+// whether they keep the host's rules (AK1108): params.hpp's clamp and rule,
+// which the flash kernels apply too.
 struct Packed {
   std::int64_t lo;
   int len;
-  bool ok;  // the host's rules (AK1108): starts at 0, never decreases, within rows and longest
+  bool ok;
 };
 __device__ Packed packed(const std::int32_t* cu, std::int64_t stride, int b, std::int64_t rows, int longest) {
-  const std::int64_t lo_raw = cu[b * stride], hi_raw = cu[(b + 1) * stride];
-  const std::int64_t limit = rows >= 0 ? rows : INT64_MAX;
-  const std::int64_t lo = min(max(lo_raw, std::int64_t{0}), limit);
-  const std::int64_t hi = min(max(hi_raw, lo), limit);
-  const bool ok = (b > 0 || lo_raw == 0) && lo_raw >= 0 && hi_raw >= lo_raw && hi_raw <= limit && hi_raw - lo_raw <= longest;
-  return {lo, static_cast<int>(min(hi - lo, std::int64_t{longest})), ok};
+  const cuda::PackedRows r = cuda::packed_rows(cu, stride, b, rows);
+  return {r.offset, min(r.len, longest), cuda::packed_sequence_ok(cu, stride, b, rows, longest)};
 }
 
 // Sequence b's lengths, clamped to the planned longest lengths (the graph was
@@ -60,8 +58,7 @@ __device__ Lengths lengths(const SequenceSource& s, int b, bool* ok = nullptr) {
 
 // The packed offset of sequence b's first row (b == batch: the end), clamped as lengths() does.
 __device__ std::int64_t packed_offset(const std::int32_t* cu, std::int64_t stride, std::int64_t b, std::int64_t rows) {
-  const std::int64_t v = max(static_cast<std::int64_t>(cu[b * stride]), std::int64_t{0});
-  return rows >= 0 ? min(v, rows) : v;
+  return min(max(static_cast<std::int64_t>(cu[b * stride]), std::int64_t{0}), rows);
 }
 
 // The graph's sequences past the call's are empty: no queries, no keys.
@@ -130,26 +127,21 @@ __device__ void poison_row(const FinishParams& p, int b, std::int64_t q_offset, 
     auto* row = static_cast<std::uint16_t*>(p.out) + o.offset + i * o.row_stride;
     for (int d = 0; d < p.head_dim_v; ++d) row[d] = nan;
     if (p.lse == nullptr) continue;
-    const std::int64_t at = p.layout == Layout::thd ? h * p.lse_strides[0] + (q_offset + i) * p.lse_strides[1]
-                                                    : b * p.lse_strides[0] + h * p.lse_strides[1] + i * p.lse_strides[2];
-    p.lse[at] = NAN;
+    p.lse[lse_offset(p.layout, p.lse_strides, b, h, i, q_offset)] = NAN;
   }
 }
 
-// A call whose metadata lies: NaN over every packed row (THD with rows_q
-// given) or every batch x seqlen_q row, after cuDNN wrote them.
+// A call whose metadata lies: NaN over every packed row (THD) or every
+// batch x seqlen_q row, after cuDNN wrote them.
 __device__ void poison_call(const FinishParams& p) {
-  const bool packed_rows = p.layout == Layout::thd && p.seq.rows_q >= 0;
+  const bool packed_rows = p.layout == Layout::thd;
   const std::int64_t rows = packed_rows ? p.seq.rows_q : static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q;
   for (std::int64_t r = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; r < rows;
        r += std::int64_t{gridDim.x} * blockDim.x) {
-    if (packed_rows) {
+    if (packed_rows)
       poison_row(p, 0, 0, r);
-      continue;
-    }
-    // THD without rows_q: where the rows end is unknown, so nothing is written (safe, not loud).
-    if (p.layout == Layout::thd) continue;
-    poison_row(p, static_cast<int>(r / p.seq.seqlen_q), 0, r % p.seq.seqlen_q);
+    else
+      poison_row(p, static_cast<int>(r / p.seq.seqlen_q), 0, r % p.seq.seqlen_q);
   }
 }
 
@@ -187,10 +179,7 @@ __global__ void finish_kernel(FinishParams p) {
         value = p.stats[(l.q_offset + i) * p.stats_strides[2] + h * p.stats_strides[1]];
       else
         value = p.stats[b * p.stats_strides[0] + h * p.stats_strides[1] + i * p.stats_strides[2]];
-      const std::int64_t at = p.layout == Layout::thd
-                                  ? h * p.lse_strides[0] + (l.q_offset + i) * p.lse_strides[1]
-                                  : b * p.lse_strides[0] + h * p.lse_strides[1] + i * p.lse_strides[2];
-      p.lse[at] = value;
+      p.lse[lse_offset(p.layout, p.lse_strides, b, h, i, l.q_offset)] = value;
     }
   }
 }
@@ -216,7 +205,7 @@ int launch_prepare(const PrepareParams& p, void* stream) {
 }
 
 int launch_finish(const FinishParams& p, void* stream) {
-  const std::int64_t rows = p.layout == Layout::thd && p.seq.rows_q >= 0
+  const std::int64_t rows = p.layout == Layout::thd
                                 ? std::max<std::int64_t>(p.seq.rows_q, static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q)
                                 : static_cast<std::int64_t>(p.batch) * p.seq.seqlen_q;
   finish_kernel<<<blocks_for(rows), kThreads, 0,

@@ -11,7 +11,7 @@
 // decreasing or past the packed rows, a sequence longer than seqlen_q /
 // seqlen_k, seqlens_k past the block table): prepare clamps what it hands
 // cuDNN, and finish writes NaN over the call's whole output and LSE (every
-// batch x seqlen_q row; THD: every packed row, when rows_q is given). A
+// batch x seqlen_q row; THD: every packed row). A
 // block-table entry outside the cache, among the pages a sequence reads, is
 // handed to cuDNN as page 0 and makes that sequence's rows NaN.
 // Plain declarations (no CUDA types); each returns a cudaError_t as int.
@@ -30,12 +30,11 @@ struct SequenceSource {
   const std::int32_t* seqlens_k = nullptr;  // paged: seqlens_k
   std::int64_t seqlens_k_stride = 1;
   int seqlen_q = 0, seqlen_k = 0;  // the Problem's (longest) lengths: constants and clamps
-  // THD: the packed rows of q (and out) and of k / v (q.shape[0], k.shape[0]);
-  // -1: not given (offsets are then clamped only at 0). Device cu_seqlens are
-  // not read on the host: the kernels clamp every offset and length into these
-  // rows, so cuDNN, which takes seq_q / seq_kv / ragged offsets / the page
-  // table as given, never addresses past the tensors.
-  std::int64_t rows_q = -1, rows_k = -1;
+  // THD: the packed rows of q (and out) and of k / v (q.shape[0], k.shape[0]).
+  // Device cu_seqlens are not read on the host: the kernels clamp every offset
+  // and length into these rows, so cuDNN, which takes seq_q / seq_kv / ragged
+  // offsets / the page table as given, never addresses past the tensors.
+  std::int64_t rows_q = 0, rows_k = 0;
 };
 
 struct PrepareParams {
