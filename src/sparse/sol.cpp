@@ -21,15 +21,21 @@ SolSettings sol_settings(const select::BackendConfig& config) {
   return s;
 }
 
-Result<std::string> sol_dense_reason(const SolSettings& s, const CallContext& where) {
+Result<bool> sol_runs_dense(const SolSettings& s, const CallContext& where) {
   if (where.step < 0 || where.layer_index < 0)
     return Diagnostics(diagnose("AK3021", {{"backend", "sol_attn"},
                                            {"missing", where.step < 0 ? "the denoising step" : "the layer index"}}));
+  std::string why;
   if (where.step < s.dense_steps)
-    return "step " + std::to_string(where.step) + " < dense_steps " + std::to_string(s.dense_steps);
-  if (std::find(s.dense_layers.begin(), s.dense_layers.end(), where.layer_index) != s.dense_layers.end())
-    return "layer " + std::to_string(where.layer_index) + " is in dense_layers";
-  return std::string();
+    why = "step " + std::to_string(where.step) + " < dense_steps " + std::to_string(s.dense_steps);
+  else if (std::find(s.dense_layers.begin(), s.dense_layers.end(), where.layer_index) != s.dense_layers.end())
+    why = "layer " + std::to_string(where.layer_index) + " is in dense_layers";
+  if (why.empty()) return false;
+  if (where.stats) {
+    where.stats->dense = true;
+    where.stats->dense_reason = std::move(why);
+  }
+  return true;
 }
 
 void sol_route(const SolSettings& s, std::span<const double> z, int query_block, int tokens,

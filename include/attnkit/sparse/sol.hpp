@@ -34,9 +34,10 @@ SolSettings sol_settings(const select::BackendConfig& config);
 // The routing rule's part of the settings (host and device).
 inline SolRule sol_rule(const SolSettings& s) { return {s.tau, s.sink_start, s.sink_tokens}; }
 
-// Why the call at `where` runs dense ("" : it is routed). A call without a
+// Whether the call at `where` runs dense (the first steps, the dense layers);
+// when it does, where.stats (if set) records it and why. A call without a
 // step or a layer is refused (AK3021).
-Result<std::string> sol_dense_reason(const SolSettings& s, const CallContext& where);
+Result<bool> sol_runs_dense(const SolSettings& s, const CallContext& where);
 
 // The routing of one query block: keep[c] for the key tiles from the proxy
 // scores z (one per tile), the block's index and the sequence's keys

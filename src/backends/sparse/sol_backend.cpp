@@ -68,15 +68,9 @@ class SolPlan final : public Plan {
     return run_at({}, t, ws, stream);
   }
   Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws, StreamHandle) const override {
-    auto dense = sol_dense_reason(settings_, where);
+    auto dense = sol_runs_dense(settings_, where);
     if (!dense) return dense.diagnostics();
-    if (!dense->empty()) {
-      if (where.stats) {
-        where.stats->dense = true;
-        where.stats->dense_reason = *dense;
-      }
-      return runner_->run_dense(t, ws);
-    }
+    if (*dense) return runner_->run_dense(t, ws);
     if (ws.size() < workspace_bytes())
       return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
     if (Diagnostics why = validate_binding(problem(), t, {DeviceKind::cpu, 0}); !why.ok()) return why;

@@ -108,15 +108,9 @@ class SolCudaPlan final : public Plan {
   // the stream waited for (after the kernels are queued).
   Diagnostics run_at(const CallContext& where, const AttentionTensors& t, Workspace ws,
                      StreamHandle stream) const override {
-    auto dense = sol_dense_reason(settings_, where);
+    auto dense = sol_runs_dense(settings_, where);
     if (!dense) return dense.diagnostics();
-    if (!dense->empty()) {
-      if (where.stats) {
-        where.stats->dense = true;
-        where.stats->dense_reason = *dense;
-      }
-      return dense_->run_dense(t, ws, stream);
-    }
+    if (*dense) return dense_->run_dense(t, ws, stream);
     if (ws.size() < workspace_bytes() || ws.data() == nullptr)
       return diagnose("AK1110", {{"given", std::to_string(ws.size())}, {"needed", std::to_string(workspace_bytes())}});
     // The routing kernels read q, k and v before any attention kernel checks them.
