@@ -50,7 +50,7 @@ class HybridWindowCudaPlan final : public Plan {
     // The linear branch reads q, k, v and the gate before any attention kernel checks them
     // (device gates are checked for shape, dtype and device, not scanned for NaN).
     if (Diagnostics why = validate_binding(p, t, {DeviceKind::cuda, 0}); !why.ok()) return why;
-    const Workspace own = aligned(ws);
+    const Workspace own = WorkspaceFront::aligned(ws, kAlign);
     AttentionTensors w = t;
     w.gate = {};
     if (!p.has_gate) return window_->run_dense(w, own, stream);
@@ -77,12 +77,6 @@ class HybridWindowCudaPlan final : public Plan {
   }
 
  private:
-  // The caller's workspace from its first 256-byte aligned byte.
-  static Workspace aligned(Workspace ws) {
-    const auto at = reinterpret_cast<std::uintptr_t>(ws.data());
-    return ws.subspan((at + kAlign - 1) / kAlign * kAlign - at);
-  }
-
   std::unique_ptr<CudaSparseRunner> window_;
   [[maybe_unused]] bool causal_;  // the window sees no later key: nor does the linear branch (read in CUDA builds)
   cuda::HybridChunking chunking_;

@@ -21,6 +21,7 @@
 #include "backends/sparse/device_args.hpp"
 #include "backends/sparse/sol_routing.hpp"
 #include "backends/sparse/sparse_runner.hpp"
+#include "backends/sparse/workspace_front.hpp"
 #include "dist/device_ops.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
 #include "backends/cuda/device.hpp"
@@ -48,14 +49,6 @@ const Backend& pooled_backend() {
   return *b;  // registered in every build (cuda_backends.cpp)
 }
 
-[[maybe_unused]] TensorView strided_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
-                        std::initializer_list<std::int64_t> strides) {
-  TensorView v = make_view(data, dtype, shape, {DeviceKind::cuda, 0});
-  int i = 0;
-  for (std::int64_t s : strides) v.strides[i++] = s;
-  return v;
-}
-
 // The workspace: 256-byte aligned slices from a 256-byte aligned base (the
 // plan aligns the caller's pointer up, hence the slack), then the kernels' own.
 struct SolCudaWorkspace {
@@ -63,31 +56,27 @@ struct SolCudaWorkspace {
   std::size_t size = 0;
   std::size_t counts = 0, offsets = 0, indices = 0, keep = 0, z = 0, q1 = 0, k1 = 0, v1 = 0, mask = 0, out_e = 0,
               lse_e = 0, out_p = 0, lse_p = 0, kernels = 0;
-  std::size_t take(std::size_t bytes) {
-    const std::size_t at = size;
-    size += (bytes + kAlign - 1) / kAlign * kAlign;
-    return at;
-  }
   static SolCudaWorkspace of(const Problem& p, std::size_t kernel_bytes) {
     SolCudaWorkspace w;
+    WorkspaceFront front(kAlign);
     const SolShape shape = SolShape::of(p);
     const std::size_t B = p.batch, S = p.seqlen_q, Hq = p.heads_q, Hkv = p.heads_kv, T = shape.tiles,
                       R = static_cast<std::size_t>(shape.rows), d1 = p.head_dim_qk + 1, dv = p.head_dim_v;
-    w.counts = w.take(sizeof(std::int32_t) * R);
-    w.offsets = w.take(sizeof(std::int32_t) * (R + 1));
-    w.indices = w.take(sizeof(std::int32_t) * R * T);
-    w.keep = w.take(R * T);
-    w.z = w.take(sizeof(double) * R * T);
-    w.q1 = w.take(sizeof(float) * B * S * Hq * d1);
-    w.k1 = w.take(sizeof(float) * B * T * Hkv * d1);
-    w.v1 = w.take(sizeof(float) * B * T * Hkv * dv);
-    w.mask = w.take(B * Hq * S * T);
-    w.out_e = w.take(dtype_size(p.dtype) * B * S * Hq * dv);
-    w.lse_e = w.take(sizeof(float) * B * S * Hq);
-    w.out_p = w.take(sizeof(float) * B * S * Hq * dv);
-    w.lse_p = w.take(sizeof(float) * B * S * Hq);
-    w.kernels = w.take(kernel_bytes);
-    w.size += kAlign;  // the base's alignment
+    w.counts = front.take(sizeof(std::int32_t) * R);
+    w.offsets = front.take(sizeof(std::int32_t) * (R + 1));
+    w.indices = front.take(sizeof(std::int32_t) * R * T);
+    w.keep = front.take(R * T);
+    w.z = front.take(sizeof(double) * R * T);
+    w.q1 = front.take(sizeof(float) * B * S * Hq * d1);
+    w.k1 = front.take(sizeof(float) * B * T * Hkv * d1);
+    w.v1 = front.take(sizeof(float) * B * T * Hkv * dv);
+    w.mask = front.take(B * Hq * S * T);
+    w.out_e = front.take(dtype_size(p.dtype) * B * S * Hq * dv);
+    w.lse_e = front.take(sizeof(float) * B * S * Hq);
+    w.out_p = front.take(sizeof(float) * B * S * Hq * dv);
+    w.lse_p = front.take(sizeof(float) * B * S * Hq);
+    w.kernels = front.take(kernel_bytes);
+    w.size = front.size() + kAlign;  // and the base's alignment
     return w;
   }
 };
@@ -127,11 +116,7 @@ class SolCudaPlan final : public Plan {
   }
 
  private:
-  static std::byte* aligned(Workspace ws) {
-    const auto at = reinterpret_cast<std::uintptr_t>(ws.data());
-    const std::uintptr_t a = SolCudaWorkspace::kAlign;
-    return ws.data() + ((at + a - 1) / a * a - at);
-  }
+  static std::byte* aligned(Workspace ws) { return WorkspaceFront::aligned(ws, SolCudaWorkspace::kAlign).data(); }
 
   Diagnostics routed(const AttentionTensors& t, Workspace ws, StreamHandle stream, SparsityStats* stats) const {
 #if !defined(ATTNKIT_HAS_CUDA)
@@ -169,21 +154,19 @@ class SolCudaPlan final : public Plan {
     // 2. The kept tiles, exactly: out in a BSHD-ordered buffer (viewed in the
     // call's layout), LSE [batch, heads, seqlen] stored token-major ([b, i, h]).
     AttentionTensors exact = t;
-    exact.out = p.layout == Layout::bhsd
-                    ? strided_view(at(ws_.out_e), p.dtype, {B, Hq, S, dv}, {S * Hq * dv, dv, Hq * dv, 1})
-                    : strided_view(at(ws_.out_e), p.dtype, {B, S, Hq, dv}, {S * Hq * dv, Hq * dv, dv, 1});
-    exact.lse = strided_view(at(ws_.lse_e), DType::f32, {B, Hq, S}, {S * Hq, 1, Hq});
+    exact.out = bshd_buffer_view(at(ws_.out_e), p.dtype, p.layout, B, S, Hq, dv);
+    exact.lse = device_view(at(ws_.lse_e), DType::f32, {B, Hq, S}, {S * Hq, 1, Hq});
     exact.block_offsets = make_view(r.offsets, DType::i32, {shape.rows + 1}, {DeviceKind::cuda, 0});
     exact.block_indices = make_view(r.indices, DType::i32, {shape.rows * T}, {DeviceKind::cuda, 0});
     if (Diagnostics ran = exact_->run(exact, kernel_ws, stream); !ran.ok()) return ran;
     // 3. The pooled tiles: one pseudo-key each, through cuda_sdpa with the custom mask.
     AttentionTensors pooled;
-    pooled.q = strided_view(r.q1, DType::f32, {B, S, Hq, d1}, {S * Hq * d1, Hq * d1, d1, 1});
-    pooled.k = strided_view(r.k1, DType::f32, {B, T, Hkv, d1}, {T * Hkv * d1, Hkv * d1, d1, 1});
-    pooled.v = strided_view(r.v1, DType::f32, {B, T, Hkv, dv}, {T * Hkv * dv, Hkv * dv, dv, 1});
-    pooled.out = strided_view(at(ws_.out_p), DType::f32, {B, S, Hq, dv}, {S * Hq * dv, Hq * dv, dv, 1});
-    pooled.lse = strided_view(at(ws_.lse_p), DType::f32, {B, Hq, S}, {S * Hq, 1, Hq});
-    pooled.custom_mask = strided_view(r.mask, DType::u8, {B, Hq, S, T}, {Hq * S * T, S * T, T, 1});
+    pooled.q = device_view(r.q1, DType::f32, {B, S, Hq, d1}, {S * Hq * d1, Hq * d1, d1, 1});
+    pooled.k = device_view(r.k1, DType::f32, {B, T, Hkv, d1}, {T * Hkv * d1, Hkv * d1, d1, 1});
+    pooled.v = device_view(r.v1, DType::f32, {B, T, Hkv, dv}, {T * Hkv * dv, Hkv * dv, dv, 1});
+    pooled.out = device_view(at(ws_.out_p), DType::f32, {B, S, Hq, dv}, {S * Hq * dv, Hq * dv, dv, 1});
+    pooled.lse = device_view(at(ws_.lse_p), DType::f32, {B, Hq, S}, {S * Hq, 1, Hq});
+    pooled.custom_mask = device_view(r.mask, DType::u8, {B, Hq, S, T}, {Hq * S * T, S * T, T, 1});
     if (Diagnostics ran = pooled_->run(pooled, kernel_ws, stream); !ran.ok()) return ran;
     // 4. out = merge(pooled, exact) by their LSE (fp32, into the pooled buffer), then into the caller's out.
     const dist::DeviceOps* ops = dist::cuda_ops();

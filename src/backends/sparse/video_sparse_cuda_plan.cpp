@@ -19,6 +19,7 @@
 #include "backends/sparse/device_args.hpp"
 #include "backends/sparse/sparse_runner.hpp"
 #include "backends/sparse/video_sparse_plans.hpp"
+#include "backends/sparse/workspace_front.hpp"
 
 namespace attnkit::sparse {
 namespace {
@@ -34,14 +35,6 @@ BlockSparse cube_layout(const Problem& p) {
   return {n, n, p.batch, p.heads_q};
 }
 
-[[maybe_unused]] TensorView device_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
-                       std::initializer_list<std::int64_t> strides) {
-  TensorView v = make_view(data, dtype, shape, {DeviceKind::cuda, 0});
-  int i = 0;
-  for (std::int64_t s : strides) v.strides[i++] = s;
-  return v;
-}
-
 class VideoSparseCudaPlan final : public Plan {
  public:
   VideoSparseCudaPlan(Problem p, VideoSparseSettings s, std::unique_ptr<CudaSparseRunner> runner)
@@ -53,18 +46,18 @@ class VideoSparseCudaPlan final : public Plan {
     rows_ = static_cast<std::int64_t>(q.batch) * q.heads_q * nc_;
     const std::size_t R = static_cast<std::size_t>(rows_), NC = static_cast<std::size_t>(nc_),
                       KV = static_cast<std::size_t>(q.batch) * q.heads_kv * NC, d = q.head_dim_qk, dv = q.head_dim_v;
-    q_mean_ = take(sizeof(float) * R * d);
-    k_mean_ = take(sizeof(float) * KV * d);
-    v_mean_ = take(sizeof(float) * KV * dv);
-    scores_ = take(sizeof(double) * R * NC);
-    coarse_ = take(sizeof(float) * R * dv);
-    flags_ = take(R * NC);
-    counts_ = take(sizeof(std::int32_t) * R);
-    offsets_ = take(sizeof(std::int32_t) * (R + 1));
-    indices_ = take(sizeof(std::int32_t) * R * NC);
+    q_mean_ = front_.take(sizeof(float) * R * d);
+    k_mean_ = front_.take(sizeof(float) * KV * d);
+    v_mean_ = front_.take(sizeof(float) * KV * dv);
+    scores_ = front_.take(sizeof(double) * R * NC);
+    coarse_ = front_.take(sizeof(float) * R * dv);
+    flags_ = front_.take(R * NC);
+    counts_ = front_.take(sizeof(std::int32_t) * R);
+    offsets_ = front_.take(sizeof(std::int32_t) * (R + 1));
+    indices_ = front_.take(sizeof(std::int32_t) * R * NC);
     if (q.has_gate)
-      fine_ = take(dtype_size(q.dtype) * static_cast<std::size_t>(q.batch) * q.seqlen_q * q.heads_q * dv);
-    runner_->reserve_front(size_);
+      fine_ = front_.take(dtype_size(q.dtype) * static_cast<std::size_t>(q.batch) * q.seqlen_q * q.heads_q * dv);
+    runner_->reserve_front(front_.size());
   }
 
   std::size_t workspace_bytes() const override { return runner_->workspace_bytes(); }
@@ -104,8 +97,7 @@ class VideoSparseCudaPlan final : public Plan {
     AttentionTensors f = t;
     f.gate = {};
     if (p.has_gate)  // the fine output in a BSHD-ordered buffer, viewed in the call's layout
-      f.out = p.layout == Layout::bhsd ? device_view(at<void>(ws, fine_), p.dtype, {B, H, S, dv}, {S * H * dv, dv, H * dv, 1})
-                                       : device_view(at<void>(ws, fine_), p.dtype, {B, S, H, dv}, {S * H * dv, H * dv, dv, 1});
+      f.out = bshd_buffer_view(at<void>(ws, fine_), p.dtype, p.layout, B, S, H, dv);
     const TensorView offsets = make_view(a.offsets, DType::i32, {rows_ + 1}, {DeviceKind::cuda, 0});
     const TensorView indices = make_view(a.indices, DType::i32, {rows_ * nc_}, {DeviceKind::cuda, 0});
     if (Diagnostics ran = runner_->run_sparse(f, cube_layout(p), offsets, indices, ws, stream, nullptr); !ran.ok())
@@ -137,22 +129,16 @@ class VideoSparseCudaPlan final : public Plan {
   }
 
  private:
-  // 256-byte aligned slices of the front (the runner's part starts behind them).
-  std::size_t take(std::size_t bytes) {
-    const std::size_t here = size_;
-    size_ += (bytes + 255) / 256 * 256;
-    return here;
-  }
   template <class T>
   static T* at(Workspace ws, std::size_t offset) {
-    return reinterpret_cast<T*>(ws.data() + offset);
+    return WorkspaceFront::at<T>(ws, offset);
   }
 
   std::unique_ptr<CudaSparseRunner> runner_;
   VideoTiling cubes_;
   int nc_ = 0, keep_ = 0;
   std::int64_t rows_ = 0;
-  std::size_t size_ = 0;
+  WorkspaceFront front_{256};  // 256-byte aligned slices (the runner's part starts behind them)
   std::size_t q_mean_ = 0, k_mean_ = 0, v_mean_ = 0, scores_ = 0, coarse_ = 0, flags_ = 0, counts_ = 0, offsets_ = 0,
               indices_ = 0, fine_ = 0;
 };
