@@ -13,6 +13,7 @@
 #   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
 #   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
 #   GPU_CHECK_SANITIZE_ALL=1 ...                   # also the whole GPU parity suite under memcheck / racecheck / synccheck
+#     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, to split the whole-suite run over device calls)
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -126,6 +127,8 @@ if ! skip sanitizer; then
   # device metadata that lies (cu_seqlens, seqlens_k, block tables): clamped, NaN, never out of bounds
   SMALL_GPU="$SMALL_GPU:CudaLyingMetadata.*"
   for tool in memcheck racecheck synccheck; do
+    # cudnn only under memcheck (see ATTNKIT_TEST_SKIP_BACKENDS in tests/testing/backend_runner.cpp)
+    if [[ $tool == memcheck ]]; then unset ATTNKIT_TEST_SKIP_BACKENDS; else export ATTNKIT_TEST_SKIP_BACKENDS=cudnn; fi
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
       > "$LOGS/sanitizer_${tool}.log" 2>&1
     a=$?
@@ -151,6 +154,7 @@ if ! skip sanitizer; then
     echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
+  unset ATTNKIT_TEST_SKIP_BACKENDS
 fi
 
 # The whole GPU parity suite under the three tools (GPU_CHECK_SANITIZE_ALL=1;
@@ -158,7 +162,8 @@ fi
 # test_cuda_kernels, not only the small shapes above. Minutes per tool.
 if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
   step "compute-sanitizer over the whole GPU parity suite"
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+    if [[ $tool == memcheck ]]; then unset ATTNKIT_TEST_SKIP_BACKENDS; else export ATTNKIT_TEST_SKIP_BACKENDS=cudnn; fi
     timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" \
       --gtest_filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' \
       > "$LOGS/sanitizer_all_${tool}.log" 2>&1
@@ -169,6 +174,7 @@ if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
     echo "$tool (whole suite): exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_all_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
+  unset ATTNKIT_TEST_SKIP_BACKENDS
 fi
 
 # ---- cudnn backend (issue 16): its GPU tests, its share of the parity harness,
