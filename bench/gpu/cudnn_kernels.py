@@ -8,6 +8,7 @@ where the two differ when the dense-grid bench shows a gap.
 import argparse
 import json
 import tempfile
+import time
 from collections import defaultdict
 
 import torch
@@ -16,6 +17,18 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 import attnkit
+
+
+def host_us(fn, iters):
+    """Host microseconds per call (no synchronisation inside; the launch queue absorbs the kernels):
+    when this is above the kernel's time, back-to-back calls leave the GPU idle between kernels."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) * 1e6 / iters
 
 
 def kernels(fn, iters):
@@ -63,6 +76,7 @@ def main():
               f"torch {torch_cudnn().stride()} attnkit {attnkit_cudnn().stride()}")
         # Twice each, alternated: a difference that follows the order is the clock, not the kernel.
         for name, fn in (("torch cuDNN", torch_cudnn), ("attnkit cudnn", attnkit_cudnn)) * 2:
+            print(f"  {name:14s} host {host_us(fn, args.iters):9.1f} us per call")
             for kname, (count, us, cfg) in sorted(kernels(fn, args.iters).items(), key=lambda x: -x[1][1]):
                 print(f"  {name:14s} {us:9.1f} us  x{count:.0f}  {kname[:100]}  {cfg}")
     maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudnn" in line})

@@ -86,8 +86,7 @@ TEST(HybridWindow, ZeroGatesAreWindowSoftmax) {
 
 // The CUDA path's kernels exist on named sm_90 / sm_80 platforms for the
 // calls its GPU tests run (fa3 / fa2 under a sliding window, d64 / d128);
-// other head dims are AK2105 there. While the path is undeclared
-// (kHybridWindowCudaVerified), a plan for a CUDA platform stays AK2111.
+// other head dims are AK2105 there, in `check` as in the plan.
 TEST(HybridWindow, CudaPathKernelsExistForItsShapes) {
   for (const char* name : {"cuda:sm90", "cuda:sm80"}) {
     auto gpu = parse_platform(name);
@@ -103,10 +102,8 @@ TEST(HybridWindow, CudaPathKernelsExistForItsShapes) {
     Problem p = hybrid_problem(MaskKind::none, Layout::bshd, DType::bf16);
     p.head_dim_qk = p.head_dim_v = 96;
     EXPECT_TRUE(hybrid_window_cuda_kernel_refusals(p, *gpu, {}).has_code("AK2105")) << name;
-    EXPECT_TRUE(make_hybrid_window_backend()->plan(hybrid_problem(MaskKind::none, Layout::bshd, DType::bf16), *gpu)
-                    .diagnostics()
-                    .has_code("AK2111"))
-        << name;
+    EXPECT_TRUE(make_hybrid_window_backend()->check(p, *gpu).has_code("AK2105")) << name;
+    EXPECT_TRUE(make_hybrid_window_backend()->plan(p, *gpu).diagnostics().has_code("AK2105")) << name;
   }
 }
 

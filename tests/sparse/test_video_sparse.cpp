@@ -142,7 +142,7 @@ TEST(VideoSparse, Refusals) {
   p = testing::video_problem({6, 8, 12}, 0, 1, 2, 2, 64, DType::f32);  // 6 frames: not whole cubes
   EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2116"));
   EXPECT_TRUE(vsa->check_configured(p, cpu, {}).has_code("AK2116"));
-  const Problem odd_bf16 = testing::video_problem({6, 8, 12}, 0, 1, 2, 2, 64, DType::bf16);
+  const Problem odd_bf16 = testing::video_problem({6, 8, 12}, 0, 1, 2, 2, 128, DType::bf16);
   EXPECT_TRUE(vsa->check_configured(odd_bf16, *parse_platform("cuda:sm90"), {}).has_code("AK2116"));
   p = testing::video_problem({8, 8, 12}, 16, 1, 2, 2, 64, DType::f32);  // text tokens
   EXPECT_TRUE(vsa->plan(p, cpu).diagnostics().has_code("AK2116"));
@@ -164,13 +164,13 @@ TEST(VideoSparse, Refusals) {
   EXPECT_TRUE(run_vsa(p, {}, t).ran.has_code("AK1104"));
   // Dense backends refuse a gate: they would ignore it.
   EXPECT_TRUE(make_cpu_flash_backend()->check(p, cpu).has_code("AK2109"));
-  // Planned on this machine's GPU it is not built (a named CUDA platform validates as before).
-  EXPECT_TRUE(vsa->check(vsa_problem(Layout::bshd, DType::bf16), *parse_platform("cuda:sm90")).ok());
+  // On CUDA its fine pass has d128 kernels only (fa2bsq64): d64 is AK2105 in `check` as in the plan.
+  EXPECT_TRUE(vsa->check(vsa_problem(Layout::bshd, DType::bf16), *parse_platform("cuda:sm90")).has_code("AK2105"));
 }
 
 // The kernels its CUDA path would plan (fa3 / fa2 dense, fa2bsq64 on the
 // cube-ordered copies) exist at d128 on named sm_90 / sm_80, not at d64:
-// check says so once the path is declared (video_sparse_backend.cpp).
+// check says so (video_sparse_backend.cpp).
 TEST(VideoSparse, CudaPathKernelsExistAtD128) {
   for (const char* name : {"cuda:sm90", "cuda:sm80"}) {
     auto gpu = parse_platform(name);

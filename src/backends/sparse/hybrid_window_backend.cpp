@@ -153,12 +153,13 @@ Capabilities hybrid_window_capabilities() {
   return c;
 }
 
-// The CUDA path (hybrid_window_cuda_plan.cpp) is declared once
-// tests/gpu/test_hybrid_window_gpu.cpp has passed on a GPU (written
-// 2026-12-02, not run yet: issue 19). Until then check on this machine's GPU
-// and a plan for any CUDA platform are AK2111, as before; the GPU tests plan
-// it directly (make_hybrid_window_cuda_plan).
-constexpr bool kHybridWindowCudaVerified = false;
+// The CUDA path (hybrid_window_cuda_plan.cpp: the window on fa3 / fa2, the
+// linear branch's chunk sums, scan and query pass of backends/cuda/hybrid_linear.cu)
+// is declared since tests/gpu/test_hybrid_window_gpu.cpp passed on the H200
+// (2026-12-02: the plan equal to the CPU plan and the oracle, zero gates the
+// window branch alone, poisoned workspace, CUDA-graph capture, AK1110;
+// memcheck / racecheck / synccheck clean).
+constexpr bool kHybridWindowCudaVerified = true;
 
 class HybridWindowBackend final : public SparseVideoBackend {
  public:
@@ -168,12 +169,11 @@ class HybridWindowBackend final : public SparseVideoBackend {
                            "(phi = elu + 1)",
                            hybrid_window_capabilities()) {}
 
-  // Once the CUDA path is declared, the dense flash kernel it runs the window
-  // on must exist for the call (check and plan agree); until then a named
-  // CUDA platform validates as before.
+  // On CUDA, the dense flash kernel it runs the window on must exist for the
+  // call: check and plan agree.
   Diagnostics check(const Problem& p, const Platform& platform) const override {
     Diagnostics out = SparseVideoBackend::check(p, platform);
-    if (kHybridWindowCudaVerified && out.ok() && platform.kind == PlatformKind::cuda)
+    if (out.ok() && platform.kind == PlatformKind::cuda)
       out.append(hybrid_window_cuda_kernel_refusals(p, platform, {}));
     return out;
   }
@@ -192,8 +192,6 @@ class HybridWindowBackend final : public SparseVideoBackend {
   bool has_cuda_path() const override { return kHybridWindowCudaVerified; }
   Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
                                           const select::BackendConfig& config) const override {
-    // Undeclared: planned for any CUDA platform it stays AK2111, as before (the GPU tests plan it directly).
-    if (!kHybridWindowCudaVerified) return SparseVideoBackend::plan_cuda(p, gpu, config);
     return make_hybrid_window_cuda_plan(p, gpu, hybrid_window_settings(config));
   }
 };

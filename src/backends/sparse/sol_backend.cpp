@@ -151,11 +151,11 @@ class SolPlan final : public Plan {
 // The CUDA path (sol_cuda_plan.cpp: the routing kernels of
 // backends/cuda/sol_route.cu, fa2's 64 x 64 block-sparse instances fa2bsq64
 // on the kept tiles, cuda_sdpa on the pooled tiles, the LSE merge of dist/)
-// is built and compiled, and declared once tests/gpu/test_sol_gpu.cpp has
-// passed on a GPU (written 2026-12-02, not run yet: issue 19). Until then
-// check on this machine's GPU and a plan for any CUDA platform are AK2111, as
-// before; the GPU tests plan it directly (make_sol_cuda_plan), whatever this says.
-constexpr bool kSolCudaVerified = false;
+// is declared since tests/gpu/test_sol_gpu.cpp passed on the H200
+// (2026-12-02: routing equal to the CPU's, routed calls equal to the CPU plan
+// and the oracle, dense steps and layers exact, poisoned workspace, CUDA-graph
+// capture, AK1110; memcheck / racecheck / synccheck clean).
+constexpr bool kSolCudaVerified = true;
 
 class SolBackend final : public SparseVideoBackend {
  public:
@@ -212,8 +212,6 @@ class SolBackend final : public SparseVideoBackend {
   bool has_cuda_path() const override { return kSolCudaVerified; }
   Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
                                           const select::BackendConfig& config) const override {
-    // Undeclared: planned for any CUDA platform it stays AK2111, as before (the GPU tests plan it directly).
-    if (!kSolCudaVerified) return SparseVideoBackend::plan_cuda(p, gpu, config);
     return make_sol_cuda_plan(p, gpu, sol_settings(config));
   }
 };

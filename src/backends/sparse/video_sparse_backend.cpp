@@ -197,12 +197,12 @@ Capabilities video_sparse_capabilities() {
 
 // The CUDA path (video_sparse_cuda_plan.cpp: the selection kernels of
 // backends/cuda/vsa_select.cu, fa2's 64 x 64 block-sparse instances fa2bsq64
-// on cube-ordered copies, the gated combine) is built and compiled, and
-// declared once tests/gpu/test_video_sparse_gpu.cpp has passed on a GPU
-// (written 2026-12-02, not run yet: issue 19). Until then check on this
-// machine's GPU and a plan for any CUDA platform are AK2111, as before; the
-// GPU tests plan it directly (make_video_sparse_cuda_plan).
-constexpr bool kVideoSparseCudaVerified = false;
+// on cube-ordered copies, the gated combine) is declared since
+// tests/gpu/test_video_sparse_gpu.cpp passed on the H200 (2026-12-02:
+// selection equal to the CPU's, the plan equal to the CPU plan and the
+// oracle, zero gates pure sparse, poisoned workspace, CUDA-graph capture,
+// AK1110; memcheck / racecheck / synccheck clean).
+constexpr bool kVideoSparseCudaVerified = true;
 
 class VideoSparseBackend final : public SparseVideoBackend {
  public:
@@ -212,12 +212,11 @@ class VideoSparseBackend final : public SparseVideoBackend {
                            "key cubes per query cube attended exactly, plus the gated coarse output",
                            video_sparse_capabilities()) {}
 
-  // Once the CUDA path is declared, the kernels it would run must exist for
-  // the call's shape (fa2bsq64 is d128 only: d64 becomes AK2105 on CUDA), so
-  // check and plan agree; until then a named CUDA platform validates as before.
+  // On CUDA, the kernels it would run must exist for the call's shape
+  // (fa2bsq64 is d128 only: d64 becomes AK2105 on CUDA): check and plan agree.
   Diagnostics check(const Problem& p, const Platform& platform) const override {
     Diagnostics out = SparseVideoBackend::check(p, platform);
-    if (kVideoSparseCudaVerified && out.ok() && platform.kind == PlatformKind::cuda)
+    if (out.ok() && platform.kind == PlatformKind::cuda)
       out.append(video_sparse_cuda_kernel_refusals(p, platform));
     return out;
   }
@@ -253,8 +252,6 @@ class VideoSparseBackend final : public SparseVideoBackend {
   bool has_cuda_path() const override { return kVideoSparseCudaVerified; }
   Result<std::unique_ptr<Plan>> plan_cuda(const Problem& p, const Platform& gpu,
                                           const select::BackendConfig& config) const override {
-    // Undeclared: planned for any CUDA platform it stays AK2111, as before (the GPU tests plan it directly).
-    if (!kVideoSparseCudaVerified) return SparseVideoBackend::plan_cuda(p, gpu, config);
     return make_video_sparse_cuda_plan(p, gpu, video_sparse_settings(config));
   }
 };
