@@ -20,6 +20,7 @@ falls on all of them alike.
   bench_torch_sdpa.py --json /tmp/x.json --device cpu --attnkit --tokens 256 --width 128   # smoke test, no GPU
 """
 import argparse
+import random
 import json
 import sys
 
@@ -136,6 +137,7 @@ def main():
     timer = Timer(dev)
     rows, mismatches = [], 0
     per_round = max(1, args.iters // args.rounds)
+    shuffle = random.Random(0)  # the call order within each turn (seeded: runs are repeatable)
     def measure(b, h, s, d, causal, impls, shape):
         """Times every implementation on one shape; returns the number of output mismatches."""
         sets = [[torch.randn(b, s, h, d, device=dev, dtype=torch.bfloat16) for _ in range(3)] for _ in range(2)]
@@ -169,13 +171,18 @@ def main():
         order = list(alive.items())
         timers = {name: Timer(dev) for name in alive}
         for r in range(args.rounds):
-            # One call of each implementation in turn, the order rotated every call:
-            # all of them run at the same clock. (Runs of 10 calls of one, then the
-            # next, made the same cuDNN kernel 4-15% apart at s16k, where the H200's
-            # clock drifts with the heat of what ran just before: 2026-12-02.)
+            # One call of each implementation in turn, in a fresh random order every
+            # call: all of them run at the same clock, and none always follows the
+            # same neighbour. (Runs of 10 calls of one, then the next, made the same
+            # cuDNN kernel 4-15% apart at s16k, where the H200's clock drifts with the
+            # heat of what ran just before; a cyclic rotation kept each one's
+            # predecessor fixed, and at d128 / d256 causal s1k the medians of attnkit
+            # cudnn and FA3 doubled (their minimum times equal to isolated runs):
+            # 2026-12-02.)
             for it in range(per_round):
-                shift = (r * per_round + it) % len(order)
-                for name, fn in order[shift:] + order[:shift]:
+                turn = list(order)
+                shuffle.shuffle(turn)
+                for name, fn in turn:
                     timers[name].time(lambda: fn(*sets[it % 2]))
             for name in alive:
                 samples[name] += timers[name].collect()
