@@ -57,12 +57,6 @@ std::vector<Setting> settings() {
   return {{"tau 0.5", loose}, {"tau 1", tight}, {"tau 1, sinks [100, 170)", sinks}};
 }
 
-Result<HostProblemData> inputs(const Problem& p, std::uint64_t seed) {
-  auto data = HostProblemData::create(p, {.seed = seed});
-  if (data) fill_video_like(p, data->tensors(), {.seed = seed});
-  return data;
-}
-
 struct HostLists {
   std::vector<std::int32_t> offsets, indices;
 };
@@ -101,7 +95,7 @@ HostLists oracle_lists(const Problem& p, const SolOracle& o) {
 TEST(SolGpuInputs, DecisionsAreFarFromTies) {
   for (const Problem& p : problems())
     for (const Setting& s : settings()) {
-      auto data = inputs(p, 41);
+      auto data = video_like_data(p, 41);
       ASSERT_TRUE(data.ok());
       const SolOracle o = sol_oracle(p, data->tensors(), s.settings.tau, s.settings.sink_tokens, s.settings.sink_start);
       EXPECT_GT(o.margin, 1e-9) << s.name << ", " << name_of(p);
@@ -144,7 +138,7 @@ class SolGpu : public OnGpu {
 TEST_F(SolGpu, RoutingMatchesTheCpuRouting) {
   for (const Problem& p : problems())
     for (const Setting& s : settings()) {
-      auto data = inputs(p, 41);
+      auto data = video_like_data(p, 41);
       ASSERT_TRUE(data.ok());
       auto plan = cuda_plan(p, s.settings);
       ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
@@ -173,7 +167,7 @@ TEST_F(SolGpu, RoutedCallsMatchTheCpuPlanAndTheOracle) {
   const Platform cpu = detect_cpu_platform();
   for (const Problem& p : problems())
     for (const Setting& s : settings()) {
-      auto data = inputs(p, 43);
+      auto data = video_like_data(p, 43);
       ASSERT_TRUE(data.ok());
       auto plan = cuda_plan(p, s.settings);
       ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
@@ -215,7 +209,7 @@ TEST_F(SolGpu, DenseStepsAndLayersRunTheDenseKernelExactly) {
     ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
     auto dense = fa->plan(p, *gpu_);
     ASSERT_TRUE(dense.ok()) << dense.diagnostics().summary();
-    auto data = inputs(p, 47);
+    auto data = video_like_data(p, 47);
     ASSERT_TRUE(data.ok());
     DeviceBinding b(data->tensors());
     DeviceWorkspace dense_ws((*dense)->workspace_bytes());
@@ -244,7 +238,7 @@ TEST_F(SolGpu, PoisonedWorkspaceAndOutput) {
     const Setting s = settings()[2];
     auto plan = cuda_plan(p, s.settings);
     ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-    auto data = inputs(p, 53);
+    auto data = video_like_data(p, 53);
     ASSERT_TRUE(data.ok());
     DeviceBinding dev(data->tensors());
     DeviceWorkspace ws((*plan)->workspace_bytes());
@@ -270,7 +264,7 @@ TEST_F(SolGpu, RoutedCallCapturesIntoACudaGraph) {
   const Problem p = problems()[0];
   auto plan = cuda_plan(p, settings()[1].settings);
   ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-  auto data = inputs(p, 59);
+  auto data = video_like_data(p, 59);
   ASSERT_TRUE(data.ok());
   DeviceBinding dev(data->tensors());
   DeviceWorkspace ws((*plan)->workspace_bytes());
@@ -282,7 +276,7 @@ TEST_F(SolGpu, WorkspaceTooSmallIsAK1110) {
   const Problem p = problems()[0];
   auto plan = cuda_plan(p, settings()[0].settings);
   ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-  auto data = inputs(p, 61);
+  auto data = video_like_data(p, 61);
   ASSERT_TRUE(data.ok());
   DeviceBinding dev(data->tensors());
   const std::size_t need = (*plan)->workspace_bytes();

@@ -45,12 +45,6 @@ std::string name_of(const Problem& p) {
 }
 std::vector<VideoSparseSettings> settings() { return {{0.5}, {0.75}}; }
 
-Result<HostProblemData> inputs(const Problem& p, std::uint64_t seed) {
-  auto data = HostProblemData::create(p, {.seed = seed});
-  if (data) fill_video_like(p, data->tensors(), {.seed = seed});
-  return data;
-}
-
 struct HostLists {
   std::vector<std::int32_t> offsets, indices;
   double margin = INFINITY;  // the smallest gap between a kept cube's score and a dropped one's
@@ -90,7 +84,7 @@ HostLists host_selection(const Problem& p, const VideoSparseSettings& s, const A
 TEST(VideoSparseGpuInputs, DecisionsAreFarFromTies) {
   for (const Problem& p : problems())
     for (const VideoSparseSettings& s : settings()) {
-      auto data = inputs(p, 71);
+      auto data = video_like_data(p, 71);
       ASSERT_TRUE(data.ok());
       EXPECT_GT(host_selection(p, s, data->tensors()).margin, 1e-9) << name_of(p) << ", sparsity " << s.sparsity;
     }
@@ -103,7 +97,7 @@ using VideoSparseGpu = OnGpu;
 TEST_F(VideoSparseGpu, SelectionMatchesTheCpuSelection) {
   for (const Problem& p : problems())
     for (const VideoSparseSettings& s : settings()) {
-      auto data = inputs(p, 71);
+      auto data = video_like_data(p, 71);
       ASSERT_TRUE(data.ok());
       auto plan = sparse::make_video_sparse_cuda_plan(p, *gpu_, s);
       ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
@@ -134,7 +128,7 @@ TEST_F(VideoSparseGpu, CudaPlanMatchesTheCpuPlanAndTheOracle) {
     for (bool gated : {true, false})
       for (const VideoSparseSettings& s : settings()) {
         p.has_gate = gated;
-        auto data = inputs(p, 73);
+        auto data = video_like_data(p, 73);
         ASSERT_TRUE(data.ok());
         auto plan = sparse::make_video_sparse_cuda_plan(p, *gpu_, s);
         ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
@@ -164,7 +158,7 @@ TEST_F(VideoSparseGpu, CudaPlanMatchesTheCpuPlanAndTheOracle) {
 // Zero gates give exactly the output without a gate (the pure fine pass).
 TEST_F(VideoSparseGpu, ZeroGatesArePureSparse) {
   Problem p = problems()[0];
-  auto data = inputs(p, 79);
+  auto data = video_like_data(p, 79);
   ASSERT_TRUE(data.ok());
   std::memset(data->tensors().gate.data, 0, data->tensors().gate.span_bytes());
   std::vector<std::vector<std::byte>> outs;
@@ -190,7 +184,7 @@ TEST_F(VideoSparseGpu, PoisonedWorkspaceAndOutput) {
   for (const Problem& p : problems()) {
     auto plan = sparse::make_video_sparse_cuda_plan(p, *gpu_, settings()[1]);
     ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-    auto data = inputs(p, 83);
+    auto data = video_like_data(p, 83);
     ASSERT_TRUE(data.ok());
     GatedBinding g(data->tensors());
     DeviceWorkspace ws((*plan)->workspace_bytes());
@@ -217,7 +211,7 @@ TEST_F(VideoSparseGpu, RunCapturesIntoACudaGraph) {
   const Problem p = problems()[0];
   auto plan = sparse::make_video_sparse_cuda_plan(p, *gpu_, settings()[0]);
   ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-  auto data = inputs(p, 89);
+  auto data = video_like_data(p, 89);
   ASSERT_TRUE(data.ok());
   GatedBinding g(data->tensors());
   DeviceWorkspace ws((*plan)->workspace_bytes());
@@ -233,7 +227,7 @@ TEST_F(VideoSparseGpu, WorkspaceTooSmallIsAK1110) {
   const Problem p = problems()[0];
   auto plan = sparse::make_video_sparse_cuda_plan(p, *gpu_, settings()[0]);
   ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-  auto data = inputs(p, 97);
+  auto data = video_like_data(p, 97);
   ASSERT_TRUE(data.ok());
   GatedBinding g(data->tensors());
   expect_short_workspace_refused(**plan, g.dev.t);

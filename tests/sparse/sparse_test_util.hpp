@@ -36,6 +36,13 @@ inline Problem video_problem(VideoGrid grid, int text, int batch, int heads_q, i
   return p;
 }
 
+// Host data for `p` with video-like q / k / v (testing/video_inputs.hpp), seeded.
+inline Result<HostProblemData> video_like_data(const Problem& p, std::uint64_t seed) {
+  auto data = HostProblemData::create(p, {.seed = seed});
+  if (data) fill_video_like(p, data->tensors(), {.seed = seed});
+  return data;
+}
+
 // One call of `backend` planned under `config` on the CPU, run at `where` on
 // `t`: its refusal (if any) and what it reported skipping.
 struct SparseRun {
