@@ -68,6 +68,12 @@ std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads) 
   return heads;
 }
 
+Diagnostics refuse_inexact_for_run(const Backend& backend) {
+  if (!backend.capabilities().sparse) return {};
+  return Diagnostics(diagnose("AK2124", {{"backend", std::string(backend.name())},
+                                         {"what", std::string(backend.description())}}));
+}
+
 HostTensor reference_on_heads(const HostProblemData& data, const std::vector<std::pair<int, int>>& heads) {
   const Problem& p = data.problem();
   Problem exact = p;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/backends/backend.hpp"
 #include "attnkit/core/diagnostic.hpp"
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
@@ -31,6 +32,10 @@ int print_diagnostics(const Diagnostics& diagnostics, const std::string& format)
 // their rows: sequence b's rows start at token offset `offsets[b]` and are
 // `lens[b]` long (the whole problem's, or one rank's shard's).
 std::vector<std::pair<int, int>> sampled_heads(const Problem& p, int max_heads);
+// AK2124 for a backend whose output is not exact attention by design (the
+// sparse video backends: skipped blocks, a gated second branch), which `run`'s
+// comparison with the reference cannot judge; empty for the others.
+Diagnostics refuse_inexact_for_run(const Backend& backend);
 HostTensor reference_on_heads(const HostProblemData& data, const std::vector<std::pair<int, int>>& heads);
 ErrorStats compare_heads(const Problem& p, const TensorView& got, const TensorView& want,
                          const std::vector<std::pair<int, int>>& heads, const std::vector<std::int64_t>& offsets,

@@ -168,6 +168,8 @@ int execute(const RunOptions& o) {
   if (wants_parallel_run(parallel)) return run_parallel(*problem, data_options, parallel);
   auto choice = select::select_for_call(*problem, detect_local_platforms(), o.backend);
   if (!choice) return print_diagnostics(choice.diagnostics(), o.format);
+  if (Diagnostics inexact = refuse_inexact_for_run(*choice->backend); !inexact.ok())
+    return print_diagnostics(inexact, o.format);
   auto plan = choice->backend->plan(*problem, choice->platform);
   if (!plan) return print_diagnostics(plan.diagnostics(), o.format);
   auto data = HostProblemData::create(*problem, data_options);

@@ -84,6 +84,7 @@ int run_parallel(const Problem& global, const ProblemDataOptions& data_options, 
   probe.return_lse = global.return_lse || sp.ring_degree > 1;
   auto choice = select::select_for_call(probe, {platform}, o.backend);
   if (!choice) return refuse(choice.diagnostics());
+  if (Diagnostics inexact = refuse_inexact_for_run(*choice->backend); !inexact.ok()) return refuse(inexact);
   auto data = HostProblemData::create(global, data_options);  // the same seed: the same data on every rank
   if (!data) return refuse(data.diagnostics());
   auto plan = dist::plan_sequence_parallel(global, sp, *choice->backend, platform);
