@@ -550,6 +550,7 @@ NB_MODULE(_attnkit, m) {
     d["loaded"] = s.loaded;
     d["refused"] = s.refused;
     d["cache_hits"] = s.cache_hits;
+    d["store_failures"] = s.store_failures;
     d["last_build_ms"] = s.last_build_ms;
     d["max_build_ms"] = s.max_build_ms;
     d["total_build_ms"] = s.total_build_ms;

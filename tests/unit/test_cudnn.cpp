@@ -357,8 +357,15 @@ TEST_F(CudnnPlanCache, DamagedOrForeignFilesAreMisses) {
   std::filesystem::remove(file);
   std::filesystem::create_directory(file);
   EXPECT_FALSE(cudnn::read_plan(file, key).has_value()) << "a directory";
-  EXPECT_FALSE(cudnn::write_plan(file, key, payload)) << "cannot replace a directory";
-  EXPECT_FALSE(cudnn::write_plan(dir / "f" / "x.plan", key, std::vector<std::uint8_t>(cudnn::kMaxPlanBytes + 1)));
+  std::string why;
+  EXPECT_FALSE(cudnn::write_plan(file, key, payload, &why)) << "cannot replace a directory";
+  EXPECT_NE(why.find("cannot rename"), std::string::npos) << why;  // what the once-per-process warning quotes
+  EXPECT_FALSE(cudnn::write_plan(dir / "f" / "x.plan", key, std::vector<std::uint8_t>(cudnn::kMaxPlanBytes + 1), &why));
+  EXPECT_NE(why.find("larger than"), std::string::npos) << why;
+  const std::filesystem::path blocked = dir / "not_a_dir";
+  write_bytes(blocked, "a file where the directory would be");
+  EXPECT_FALSE(cudnn::write_plan(blocked / "x.plan", key, payload, &why));
+  EXPECT_NE(why.find("cannot create"), std::string::npos) << why;
 }
 
 TEST_F(CudnnPlanCache, LocationFollowsTheEnvironment) {

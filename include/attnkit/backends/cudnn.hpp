@@ -25,6 +25,7 @@ struct CudnnGraphStats {
   std::int64_t loaded = 0;      // graphs whose plan was read from disk ($ATTNKIT_CUDNN_PLAN_CACHE)
   std::int64_t refused = 0;     // graphs cuDNN refused (cached as refusals)
   std::int64_t cache_hits = 0;  // lookups answered from the cache
+  std::int64_t store_failures = 0;  // built plans that could not be stored on disk (the first one is said on stderr)
   double last_build_ms = 0.0;   // wall time of the latest build (or load)
   double max_build_ms = 0.0;
   double total_build_ms = 0.0;

@@ -20,6 +20,7 @@ struct BuiltGraph {
   std::int64_t workspace_bytes = 0;  // cuDNN's own workspace for one execution
   double build_ms = 0.0;             // 0 when it came from the cache
   bool loaded = false;               // its plan was read from disk (plan_cache.hpp), not built
+  std::string store_failure;         // why the built plan could not be stored on disk (empty: stored, or no store)
 };
 
 // Checks a spec with the cuDNN frontend's own validation, without a device

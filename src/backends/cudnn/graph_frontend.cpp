@@ -7,6 +7,7 @@
 #include <cudnn_frontend.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -297,6 +298,7 @@ Result<BuiltGraph> build(const GraphSpec& s, DeviceContext& device) {
   const std::optional<StoredPlan> stored = stored_plan(s);
   std::lock_guard lock(device.mutex);
   bool loaded = false;
+  std::string store_failure;
   if (stored) {
     if (auto from_disk = load_plan(*stored, device)) {
       g = std::move(from_disk);
@@ -309,7 +311,8 @@ Result<BuiltGraph> build(const GraphSpec& s, DeviceContext& device) {
       return refused(s, "heuristics", st);
     if (auto st = g->check_support(); st.is_bad()) return refused(s, "support check", st);
     if (auto st = g->build_plans(); st.is_bad()) return refused(s, "plan build", st);
-    if (std::vector<std::uint8_t> bytes; stored && g->serialize(bytes).is_good()) write_plan(stored->file, stored->key, bytes);
+    if (std::vector<std::uint8_t> bytes; stored && g->serialize(bytes).is_good())
+      write_plan(stored->file, stored->key, bytes, &store_failure);
   }
   std::int64_t workspace = 0;
   if (auto st = g->get_workspace_size(workspace); st.is_bad()) return refused(s, "workspace query", st);
@@ -317,6 +320,7 @@ Result<BuiltGraph> build(const GraphSpec& s, DeviceContext& device) {
   built.graph = std::make_shared<Graph>(g, &device, graph_uids(s));
   built.workspace_bytes = workspace;
   built.loaded = loaded;
+  built.store_failure = std::move(store_failure);
   return built;
 }
 
@@ -362,6 +366,13 @@ Result<BuiltGraph> find_or_build(const GraphSpec& spec) {
     c.stats.last_build_ms = ms;
     c.stats.max_build_ms = std::max(c.stats.max_build_ms, ms);
     c.stats.total_build_ms += ms;
+    if (!built.value().store_failure.empty() && c.stats.store_failures++ == 0)
+      // Said once per process: the results are right, but every process pays cuDNN's compile again.
+      std::fprintf(stderr,
+                   "attnkit: cudnn plans are not stored on disk (%s), so each new process compiles cuDNN's kernels "
+                   "again (0.4-1.6 s per configuration); set ATTNKIT_CUDNN_PLAN_CACHE to a writable directory, or "
+                   "to 0 to turn the store off\n",
+                   built.value().store_failure.c_str());
   } else {
     ++c.stats.refused;
   }

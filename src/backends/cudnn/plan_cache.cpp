@@ -68,11 +68,16 @@ std::optional<std::vector<std::uint8_t>> read_plan(const std::filesystem::path& 
   return payload;
 }
 
-bool write_plan(const std::filesystem::path& file, const std::string& key, const std::vector<std::uint8_t>& payload) {
-  if (payload.size() > kMaxPlanBytes) return false;
+bool write_plan(const std::filesystem::path& file, const std::string& key, const std::vector<std::uint8_t>& payload,
+                std::string* why) {
+  auto fail = [why](std::string reason) {
+    if (why) *why = std::move(reason);
+    return false;
+  };
+  if (payload.size() > kMaxPlanBytes) return fail("the plan is larger than " + std::to_string(kMaxPlanBytes) + " bytes");
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
-  if (ec) return false;
+  if (ec) return fail("cannot create " + file.parent_path().string() + ": " + ec.message());
   std::filesystem::path tmp = file;
   tmp += ".tmp." + std::to_string(::getpid());
   {
@@ -89,13 +94,14 @@ bool write_plan(const std::filesystem::path& file, const std::string& key, const
     out.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
     if (!out.flush()) {
       std::filesystem::remove(tmp, ec);
-      return false;
+      return fail("cannot write " + tmp.string());
     }
   }
   std::filesystem::rename(tmp, file, ec);
   if (!ec) return true;
+  const std::string reason = "cannot rename " + tmp.string() + " to " + file.string() + ": " + ec.message();
   std::filesystem::remove(tmp, ec);
-  return false;
+  return fail(reason);
 }
 
 }  // namespace attnkit::cudnn

@@ -36,7 +36,9 @@ std::filesystem::path plan_cache_file(const std::filesystem::path& dir, const st
 std::optional<std::vector<std::uint8_t>> read_plan(const std::filesystem::path& file, const std::string& key);
 
 // Stores `payload` for `key` at `file` (creating its directory). False when it
-// could not be written; the cache is best effort and a failure changes nothing.
-bool write_plan(const std::filesystem::path& file, const std::string& key, const std::vector<std::uint8_t>& payload);
+// could not be written, and then `why` (when given) says what failed; the cache
+// is best effort and a failure changes no result.
+bool write_plan(const std::filesystem::path& file, const std::string& key, const std::vector<std::uint8_t>& payload,
+                std::string* why = nullptr);
 
 }  // namespace attnkit::cudnn
