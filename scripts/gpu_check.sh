@@ -250,7 +250,7 @@ if ! skip python; then
     echo "cupy unpacked from .deps/"
   fi
   if [[ -f "$BUILD/python/attnkit/__init__.py" ]] && ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1; then
-    ATTNKIT_CLI="$BUILD/src/cli/attnkit" PYTHONFAULTHANDLER=1 PYTHONPATH="$pypath" CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" python3 -m pytest -v "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
+    ATTNKIT_CLI="$BUILD/src/cli/attnkit" PYTHONFAULTHANDLER=1 PYTHONPATH="$pypath" CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}" python3 -m pytest -v --durations=20 "$ROOT/python/tests" > "$LOGS/pytest.log" 2>&1 \
       || status=1
     tail -1 "$LOGS/pytest.log"
     grep -E "FAILED|Error|Fatal|File .*attnkit" "$LOGS/pytest.log" | head -12
