@@ -6,7 +6,11 @@
 # (flash, cuDNN) on the dense grid of design §6. Logs and JSON go under $OUT;
 # a short table is last.
 #
-#   OUT=/some/dir scripts/gpu_check.sh            # everything
+#   OUT=/some/dir scripts/gpu_check.sh            # everything (more than one 600 s device call: on 2026-12-02
+#                                                  # build 95 s, parity 70, sanitizer ~220, cudnn ~100, python ~200,
+#                                                  # bench 30-200 by seqlens; so split it, e.g.
+#                                                  # GPU_CHECK_SKIP=python,bench,variants,wheel then
+#                                                  # GPU_CHECK_SKIP=parity,sanitizer,cudnn,dist,variants,wheel)
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,cudnn,dist,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
