@@ -370,7 +370,8 @@ fi
 # ---- block-sparse video attention (issue 19): attnkit's fa3 over block-sparse
 # lists vs FlexAttention (same block mask), FastVideo's sliding-tile kernels
 # (.whl/fastvideo_kernel-*.whl when carried) and dense cuDNN. Opt-in
-# (GPU_CHECK_SPARSE=1; GPU_CHECK_SPARSE_ONLY=sta_wan,density picks cases).
+# (GPU_CHECK_SPARSE=1; GPU_CHECK_SPARSE_ONLY=sta_wan,density picks cases; video_backends times
+# sparge_attn, sol_attn, video_sparse_attn_h3 and hybrid_window_attn_h3 against fa3 dense).
 if [[ "${GPU_CHECK_SPARSE:-0}" == 1 ]]; then
   step "block-sparse: bench_sparse.py (attnkit fa3 sparse vs FlexAttention, FastVideo STA, cuDNN dense)"
   sp_path="$BUILD/python"

@@ -12,6 +12,10 @@ median). Issue 19's shapes:
                FlexAttention reorder to tiles and back (the reorder is timed)
   density      30720 tokens, random block lists at 10..90% density: time should
                follow density, effective TFLOP/s (listed blocks only) vs dense
+  video_backends  latents 20x32x48 (30720 tokens, whole 4x4x4 cubes), smooth video-like
+               q / k / v: sparge_attn, sol_attn (step 20, layer 5: past its dense steps and
+               layers), video_sparse_attn_h3 and hybrid_window_attn_h3 (with gates) through
+               attnkit, against fa3 and cuDNN dense; time, and each output's error against fa3 dense
 
   PYTHONPATH=build/python python3 bench/gpu/bench_sparse.py --json sparse.json [--only sta_wan,density]
 """
@@ -19,6 +23,7 @@ import argparse
 import itertools
 import json
 import math
+import random
 import time
 
 import numpy as np
@@ -135,10 +140,94 @@ def sta_backend_impl(latent, tile, half, rule, seqlen):
     return call
 
 
+def smooth_video(latent, heads, dim, seed, noise=0.1):
+    """[1, T*H*W, heads, dim] bf16 in raster (t, h, w) order: a random field on a 4x coarser grid,
+    trilinearly upsampled, plus `noise` of iid noise (neighbouring tokens alike, as in video latents;
+    on iid noise sparge_attn's similarity check attends nearly every block densely)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    T, H, W = latent
+    coarse = torch.randn(1, heads * dim, max(T // 4, 1), max(H // 4, 1), max(W // 4, 1), device="cuda", generator=g)
+    field = F.interpolate(coarse, size=(T, H, W), mode="trilinear", align_corners=False)
+    field = field + noise * torch.randn(field.shape, device="cuda", generator=g)
+    return field.reshape(heads, dim, T * H * W).permute(2, 0, 1).unsqueeze(0).contiguous().to(torch.bfloat16)
+
+
+def sol_backend_impl(latent, seqlen):
+    """attnkit's sol_attn through a Deployment at step 20, layer 5 (its defaults: dense for steps < 10
+    and layers 0, 1), so the call routes; the profile is written here."""
+    import os
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ak_sol_")
+    profile = os.path.join(d, "sol-bench.yaml")
+    with open(profile, "w") as f:
+        f.write("name: sol-bench\nkind: video DiT (benchmark)\ndescription: sol_attn at the video shape\n"
+                "components:\n  - name: transformer\n    sparse_allowed: true\n    switchable: true\n"
+                f"    roles:\n      - {{name: self, layers: 8, heads: {HEADS}, kv_heads: {HEADS}, head_dim: {DIM}, "
+                f"seqlen: {seqlen}, video: [{latent[0]}, {latent[1]}, {latent[2]}]}}\n")
+    dep = attnkit.Deployment(model=profile, attention_backend="sol_attn")
+    layer = dep.layer("transformer", "self", 5)
+    request = dep.request(step=20)
+    request.__enter__()  # held for the whole case, as in sta_backend_impl
+
+    def call(q, k, v):
+        return layer(q, k, v, video_grid=tuple(latent))
+    call.request = request
+    return call
+
+
+def video_backends(args, rows):
+    """The four video backends of issue 19 without a timed target yet, at one shape, interleaved."""
+    latent = (20, 32, 48)
+    seqlen = math.prod(latent)
+    q, k, v = (smooth_video(latent, HEADS, DIM, seed) for seed in (1, 2, 3))
+    gate = torch.rand(1, seqlen, HEADS, device="cuda", dtype=torch.float32)
+    impls = {
+        "attnkit_fa3_dense": lambda q, k, v: attnkit.attention(q, k, v, backend="fa3"),
+        "torch_cudnn_dense": _sdpa_cudnn,
+        "attnkit_sparge_attn": lambda q, k, v: attnkit.attention(q, k, v, backend="sparge_attn"),
+        "attnkit_video_sparse_attn_h3": lambda q, k, v: attnkit.attention(
+            q, k, v, backend="video_sparse_attn_h3", video_grid=latent, gate=gate),
+        "attnkit_hybrid_window_attn_h3": lambda q, k, v: attnkit.attention(
+            q, k, v, backend="hybrid_window_attn_h3", gate=gate),
+    }
+    try:
+        impls["attnkit_sol_attn"] = sol_backend_impl(latent, seqlen)
+    except Exception as e:  # noqa: BLE001 - reported, the rest of the case still runs
+        print(f"video_backends: sol_attn did not plan: {type(e).__name__}: {str(e)[:400]}")
+    outs = {}
+    for name, fn in list(impls.items()):
+        try:
+            for _ in range(args.warmup):
+                out = fn(q, k, v)
+            torch.cuda.synchronize()
+            outs[name] = out.float()
+        except Exception as e:  # noqa: BLE001 - report and drop the implementation
+            print(f"video_backends: {name} failed: {type(e).__name__}: {str(e)[:300]}")
+            del impls[name]
+    dense = outs.get("attnkit_fa3_dense")
+    errors = {n: ((o - dense).norm() / dense.norm()).item() for n, o in outs.items()} if dense is not None else {}
+    outs = dense = None
+    times, timer, order = {n: [] for n in impls}, Timer(torch.device("cuda")), random.Random(0)
+    for _ in range(args.iters):
+        names = list(impls)
+        order.shuffle(names)
+        for n in names:
+            timer.time(lambda: impls[n](q, k, v))
+        for n, ms in zip(names, timer.collect()):
+            times[n].append(ms)
+    base = float(np.median(times["attnkit_fa3_dense"])) if times.get("attnkit_fa3_dense") else None
+    for n, t in times.items():
+        ms = float(np.median(t))
+        rows.append(dict(case="video_backends", impl=n, seqlen=seqlen, latent=list(latent), ms=ms, ms_min=float(min(t)),
+                         over_fa3_dense=(ms / base if base else None), rel_l2_vs_fa3_dense=errors.get(n)))
+        print(f"video_backends {n:30s} {ms:8.3f} ms  {ms / base if base else float('nan'):5.2f}x fa3 dense  "
+              f"rel_l2 vs fa3 dense {errors.get(n, float('nan')):.2e}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
-    ap.add_argument("--only", default="sta_wan,window_cut,sta_wan_raster,window_cut_raster,density")
+    ap.add_argument("--only", default="sta_wan,window_cut,sta_wan_raster,window_cut_raster,density,video_backends")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-flex", action="store_true")
@@ -166,6 +255,8 @@ def main():
                               mask=mask, raster=False))
 
     rows = []
+    if "video_backends" in only:
+        video_backends(args, rows)
     for c in cases:
         block, mask = c["block"], c["mask"]
         seqlen = mask.shape[0] * block
