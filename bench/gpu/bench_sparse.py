@@ -111,19 +111,27 @@ def fastvideo_impls(latent, half, q, k, v):
     return out
 
 
+def bench_profile(name, latent, seqlen, layers):
+    """A temporary directory and, in it, a model profile with one video self-attention role
+    (HEADS x DIM, `layers` layers, sparse backends allowed): what a Deployment of the bench loads."""
+    import os
+    import tempfile
+    d = tempfile.mkdtemp(prefix=f"ak_{name}_")
+    profile = os.path.join(d, f"{name}-bench.yaml")
+    with open(profile, "w") as f:
+        f.write(f"name: {name}-bench\nkind: video DiT (benchmark)\ndescription: bench_sparse.py's {name} case\n"
+                "components:\n  - name: transformer\n    sparse_allowed: true\n    switchable: true\n"
+                f"    roles:\n      - {{name: self, layers: {layers}, heads: {HEADS}, kv_heads: {HEADS}, head_dim: {DIM}, "
+                f"seqlen: {seqlen}, video: [{latent[0]}, {latent[1]}, {latent[2]}]}}\n")
+    return d, profile
+
+
 def sta_backend_impl(latent, tile, half, rule, seqlen):
     """attnkit's sliding_tile_attn backend through a Deployment, on raster-order tokens: the backend
     gathers them into tiles, runs fa3 over its plan-time lists and scatters back (all timed). The
     profile and the mask strategy (one window for every head, step 20, layer 0) are written here."""
     import os
-    import tempfile
-    d = tempfile.mkdtemp(prefix="ak_sta_")
-    profile = os.path.join(d, "sta-bench.yaml")
-    with open(profile, "w") as f:
-        f.write("name: sta-bench\nkind: video DiT (benchmark)\ndescription: issue 19's STA shapes\n"
-                "components:\n  - name: transformer\n    sparse_allowed: true\n    switchable: true\n"
-                f"    roles:\n      - {{name: self, layers: 1, heads: {HEADS}, kv_heads: {HEADS}, head_dim: {DIM}, "
-                f"seqlen: {seqlen}, video: [{latent[0]}, {latent[1]}, {latent[2]}]}}\n")
+    d, profile = bench_profile("sta", latent, seqlen, layers=1)
     strategy = os.path.join(d, "mask.json")
     window = [2 * h + 1 for h in half]
     json.dump({f"20_0_{h}": window for h in range(HEADS)}, open(strategy, "w"))
@@ -155,15 +163,7 @@ def smooth_video(latent, heads, dim, seed, noise=0.1):
 def sol_backend_impl(latent, seqlen):
     """attnkit's sol_attn through a Deployment at step 20, layer 5 (its defaults: dense for steps < 10
     and layers 0, 1), so the call routes; the profile is written here."""
-    import os
-    import tempfile
-    d = tempfile.mkdtemp(prefix="ak_sol_")
-    profile = os.path.join(d, "sol-bench.yaml")
-    with open(profile, "w") as f:
-        f.write("name: sol-bench\nkind: video DiT (benchmark)\ndescription: sol_attn at the video shape\n"
-                "components:\n  - name: transformer\n    sparse_allowed: true\n    switchable: true\n"
-                f"    roles:\n      - {{name: self, layers: 8, heads: {HEADS}, kv_heads: {HEADS}, head_dim: {DIM}, "
-                f"seqlen: {seqlen}, video: [{latent[0]}, {latent[1]}, {latent[2]}]}}\n")
+    _, profile = bench_profile("sol", latent, seqlen, layers=8)
     dep = attnkit.Deployment(model=profile, attention_backend="sol_attn")
     layer = dep.layer("transformer", "self", 5)
     request = dep.request(step=20)
