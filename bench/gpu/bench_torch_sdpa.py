@@ -112,6 +112,14 @@ def cudnn_graphs_built():
     return s["built"] + s.get("loaded", 0), s["last_build_ms"]
 
 
+def medians_by_predecessor(samples, predecessors):
+    """{predecessor: (median ms, count)} over the calls that followed each predecessor (None: none)."""
+    groups = {}
+    for ms, p in zip(samples, predecessors):
+        groups.setdefault(str(p), []).append(ms)
+    return {p: (sorted(v)[len(v) // 2], len(v)) for p, v in sorted(groups.items())}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
@@ -170,6 +178,10 @@ def main():
         ref = out = None  # free the fp32 copies before timing
         order = list(alive.items())
         timers = {name: Timer(dev) for name in alive}
+        # Which implementation ran just before each timed call (None: the first), in the order
+        # of the samples: an unsteady point's medians by predecessor say whether a neighbour
+        # disturbs it.
+        preceded, prev = {name: [] for name in alive}, None
         for r in range(args.rounds):
             # One call of each implementation in turn, in a fresh random order every
             # call: all of them run at the same clock, and none always follows the
@@ -184,6 +196,8 @@ def main():
                 shuffle.shuffle(turn)
                 for name, fn in turn:
                     timers[name].time(lambda: fn(*sets[it % 2]))
+                    preceded[name].append(prev)
+                    prev = name
             for name in alive:
                 samples[name] += timers[name].collect()
         flops = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
@@ -191,11 +205,16 @@ def main():
             ms = sorted(samples[name])
             med = ms[len(ms) // 2]
             tf = flops / (med * 1e9)
+            by_prev = medians_by_predecessor(samples[name], preceded[name])
             rows.append(dict(impl=name, shape=shape, head_dim=d, seqlen=s, batch=b, heads=h, causal=causal,
                              ms_median=med, ms_min=ms[0], tflops=tf, rel_l2_vs=ref_name if name in agreement else None,
-                             rel_l2=agreement.get(name), graph_build_ms=build_ms.get(name)))
+                             rel_l2=agreement.get(name), graph_build_ms=build_ms.get(name),
+                             ms_median_by_predecessor=by_prev))
             print(f"{name:16s} {shape:5s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms "
                   f"{tf:7.1f} TFLOP/s", flush=True)
+            if med > 1.2 * ms[0]:  # report.py's "unsteady"
+                print(f"  unsteady ({med / ms[0]:.2f}x its minimum); median ms after each predecessor: " +
+                      ", ".join(f"{p} {m:.3f} (n={n})" for p, (m, n) in by_prev.items()), flush=True)
         del sets
         return bad
 
