@@ -79,9 +79,12 @@ int run_parallel(const Problem& global, const ProblemDataOptions& data_options, 
     if (!nccl) return refuse(nccl.diagnostics());
     platform.communicator = *nccl;
   }
-  // The inner backend: named, or the platform's first that runs the problem (and returns the LSE under ring).
+  // The inner backend: named, or the platform's first that runs the problem (and returns the LSE under
+  // ring). A named backend is selected for the call as given, so that one without the LSE the ring
+  // needs is refused by plan_sequence_parallel as not ring-capable (AK5003), not as a feature the
+  // user never asked for (AK2109 "does not support returning the LSE").
   Problem probe = global;
-  probe.return_lse = global.return_lse || sp.ring_degree > 1;
+  if (o.backend == "auto") probe.return_lse = global.return_lse || sp.ring_degree > 1;
   auto choice = select::select_for_call(probe, {platform}, o.backend);
   if (!choice) return refuse(choice.diagnostics());
   if (Diagnostics inexact = refuse_inexact_for_run(*choice->backend); !inexact.ok()) return refuse(inexact);
