@@ -1,5 +1,7 @@
 #include "attnkit/core/block_sparse.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -57,9 +59,8 @@ Result<BlockSparseLists> block_sparse_from_mask(const Problem& p, const TensorVi
     return Diagnostics(diagnose(
         "AK1103", {{"name", "block mask"},
                    {"shape", mask.shape_string() + " " + std::string(dtype_name(mask.dtype))},
-                   {"expected", "[" + std::to_string(bs.batch) + ", " + std::to_string(bs.heads) + ", " +
-                                    std::to_string(shape.num_q_blocks) + ", " + std::to_string(shape.num_k_blocks) +
-                                    "] uint8"}}));
+                   {"expected", fmt::format("[{}, {}, {}, {}] uint8", bs.batch, bs.heads, shape.num_q_blocks,
+                                            shape.num_k_blocks)}}));
   if (Diagnostics why = host_only({{&mask, "block mask"}}); !why.ok()) return why;
   BlockSparseLists out;
   out.offsets.reserve(static_cast<std::size_t>(shape.rows) + 1);
@@ -126,7 +127,7 @@ Result<HostTensor> block_sparse_dense_mask(const Problem& p, const TensorView& o
       indices.dtype != DType::i32)
     return Diagnostics(diagnose("AK1103", {{"name", "block_offsets"},
                                            {"shape", offsets.shape_string()},
-                                           {"expected", "[" + std::to_string(shape.rows + 1) + "] int32"}}));
+                                           {"expected", fmt::format("[{}] int32", shape.rows + 1)}}));
   if (Diagnostics why = host_only({{&offsets, "block_offsets"}, {&indices, "block_indices"}}); !why.ok()) return why;
   if (Diagnostics why = validate_block_sparse_lists(p, offsets, indices); !why.ok()) return why;
   const BlockSparse& bs = *p.block_sparse;
