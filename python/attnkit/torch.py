@@ -18,6 +18,7 @@ from typing import Optional
 
 import torch
 
+from . import _error, _video_grid
 from .deployment import Layer, _layers
 
 
@@ -28,14 +29,18 @@ def _layer(handle):
 @torch.library.custom_op("attnkit::layer_attention", mutates_args=())
 def layer_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, causal: bool,
                        window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
-                       softmax_scale: Optional[float] = None, sinks: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       softmax_scale: Optional[float] = None, sinks: Optional[torch.Tensor] = None,
+                       video_frames: int = 0, video_height: int = 0, video_width: int = 0,
+                       gate: Optional[torch.Tensor] = None) -> torch.Tensor:
+    # video_frames == 0: no latent grid (the op schema has no optional tuple of ints).
+    video_grid = (video_frames, video_height, video_width) if video_frames else None
     return _layer(layer)(q, k, v, causal=causal, window_size=(window_left, window_right), softcap=softcap,
-                         softmax_scale=softmax_scale, sinks=sinks)
+                         softmax_scale=softmax_scale, sinks=sinks, video_grid=video_grid, gate=gate)
 
 
 @layer_attention_op.register_fake
 def _layer_attention_fake(q, k, v, layer, causal, window_left=-1, window_right=-1, softcap=0.0, softmax_scale=None,
-                          sinks=None):
+                          sinks=None, video_frames=0, video_height=0, video_width=0, gate=None):
     return q.new_empty((*q.shape[:-1], v.shape[-1]))  # [b, sq, hq, dv]
 
 
@@ -78,6 +83,9 @@ class Attention(torch.nn.Module):
     options are the layer's (causal=None: the mask the profile declares for the role).
 
     forward(q, k, v)                                        dense, [batch, seq, heads, dim]
+    forward(q, k, v, video_grid=(T, H, W), gate=g)          the sparse video backends: the call's latent
+                                                            grid, and the gate of the gated ones (float32
+                                                            [batch, seq, heads]; docs/sparse.md)
     forward(q, k, v, cu_seqlens_q=, cu_seqlens_k=, max_seqlen_q=, max_seqlen_k=)   packed varlen
     forward(q, k_cache, v_cache, cache_seqlens=, block_table=)                     paged KV cache
     """
@@ -92,8 +100,15 @@ class Attention(torch.nn.Module):
         self.softmax_scale = None if softmax_scale is None else float(softmax_scale)
 
     def forward(self, q, k, v, *, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
-                max_seqlen_k=None, cache_seqlens=None, block_table=None):
+                max_seqlen_k=None, cache_seqlens=None, block_table=None, video_grid=None, gate=None):
         options = (self.causal, self.window_left, self.window_right, self.softcap, self.softmax_scale, sinks)
+        if video_grid is not None or gate is not None:
+            if block_table is not None or cu_seqlens_q is not None:
+                raise _error("AK1011", function="attnkit.torch.Attention.forward", argument="video_grid / gate",
+                             reason="they belong to dense [batch, seq, heads, dim] calls of the sparse video "
+                                    "backends, not to packed or paged ones")
+            grid = _video_grid(video_grid) or (0, 0, 0)
+            return torch.ops.attnkit.layer_attention(q, k, v, self.layer.id, *options, *grid, gate)
         if block_table is not None:
             return torch.ops.attnkit.layer_attention_with_kvcache(q, k, v, cache_seqlens, block_table, self.layer.id,
                                                                   *options)

@@ -123,3 +123,26 @@ def test_gpu_deployment_levels_and_request():
         assert rel(dit(q, k, v), sdpa_ref(q, k, v, False)) < 1e-2 and attnkit.last_backend() == "cuda_sdpa"
     dit(q, k, v)
     assert attnkit.last_backend() == flash
+
+
+def test_sparse_video_layers_take_the_grid_and_the_gate():
+    # video_sparse_attn_h3 needs the call's latent grid, and fast-h3's checkpoint its gate (AK2118):
+    # through the module as through the Layer, and the op with its extra arguments passes opcheck.
+    dep = attnkit.Deployment(model="fast-h3", platform="cpu", dtype="fp32", attention_backend="video_sparse_attn_h3")
+    attn = attnkit.torch.Attention(dep, "transformer", "self", 0)
+    q, k, v = torch.randn(1, 512, 2, 64), torch.randn(1, 512, 2, 64), torch.randn(1, 512, 2, 64)
+    gate = torch.rand(1, 512, 2)
+    out = attn(q, k, v, video_grid=(8, 8, 8), gate=gate)
+    assert attnkit.last_backend() == "video_sparse_attn_h3"
+    layer = dep.layer("transformer", "self", 0)
+    want = layer(q.numpy(), k.numpy(), v.numpy(), video_grid=(8, 8, 8), gate=gate.numpy())
+    assert rel(out, torch.from_numpy(want)) < 1e-6
+    with pytest.raises(attnkit.AttnkitError, match="AK2118"):
+        attn(q, k, v, video_grid=(8, 8, 8))
+    with pytest.raises(attnkit.AttnkitError, match="AK1014"):
+        attn(q, k, v, video_grid=(8, 8), gate=gate)
+    cu = torch.tensor([0, 512], dtype=torch.int32)
+    with pytest.raises(attnkit.AttnkitError, match="AK1011"):
+        attn(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=512, max_seqlen_k=512, gate=gate)
+    torch.library.opcheck(torch.ops.attnkit.layer_attention.default,
+                          (q, k, v, layer.id, False, -1, -1, 0.0, None, None, 8, 8, 8, gate))
