@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""docs/sparse.md's error-vs-sparsity table and plot from bench_sparse_accuracy's lines.
+"""docs/sparse.md's error-vs-sparsity table (with times, when the lines have them) and plot
+from bench_sparse_accuracy's lines.
 
     build/bench/cpu/bench_sparse_accuracy > acc.jsonl
     python3 bench/cpu/plot_sparse_accuracy.py acc.jsonl docs/sparse_accuracy.png
@@ -13,10 +14,14 @@ import sys
 
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-    print("| method | setting | work skipped | rel. L2 error vs dense |")
-    print("|---|---|---:|---:|")
+    timed = all("ms" in r for r in rows)  # lines from a bench_sparse_accuracy that times (2026-12-02 on)
+    print("| method | setting | work skipped | rel. L2 vs dense |" + (" ms | dense ms | time / dense |" if timed else ""))
+    print("|---|---|---:|---:|" + ("---:|---:|---:|" if timed else ""))
     for r in rows:
-        print(f"| {r['method']} | {r['setting']} | {100 * r['skipped']:.1f}% | {r['rel_l2']:.4f} |")
+        cells = f"| {r['method']} | {r['setting']} | {100 * r['skipped']:.1f}% | {r['rel_l2']:.4f} |"
+        if timed:
+            cells += f" {r['ms']:.0f} | {r['dense_ms']:.0f} | {r['time_over_dense']:.2f} |"
+        print(cells)
     if len(sys.argv) < 3:
         return
     try:
