@@ -107,7 +107,11 @@ class Attention(torch.nn.Module):
                 raise _error("AK1011", function="attnkit.torch.Attention.forward", argument="video_grid / gate",
                              reason="they belong to dense [batch, seq, heads, dim] calls of the sparse video "
                                     "backends, not to packed or paged ones")
-            grid = _video_grid(video_grid) or (0, 0, 0)
+            grid = _video_grid(video_grid) or (0, 0, 0)  # (0, 0, 0): no grid, in the op's ints
+            if video_grid is not None and min(grid) < 1:  # the library's own refusal (AK1016), not "no grid"
+                return self.layer(q, k, v, causal=self.causal, window_size=(self.window_left, self.window_right),
+                                  softcap=self.softcap, softmax_scale=self.softmax_scale, sinks=sinks,
+                                  video_grid=grid, gate=gate)
             return torch.ops.attnkit.layer_attention(q, k, v, self.layer.id, *options, *grid, gate)
         if block_table is not None:
             return torch.ops.attnkit.layer_attention_with_kvcache(q, k, v, cache_seqlens, block_table, self.layer.id,

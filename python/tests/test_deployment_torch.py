@@ -141,6 +141,8 @@ def test_sparse_video_layers_take_the_grid_and_the_gate():
         attn(q, k, v, video_grid=(8, 8, 8))
     with pytest.raises(attnkit.AttnkitError, match="AK1014"):
         attn(q, k, v, video_grid=(8, 8), gate=gate)
+    with pytest.raises(attnkit.AttnkitError, match="AK1016"):  # refused, not read as "no grid"
+        attn(q, k, v, video_grid=(0, 8, 8), gate=gate)
     cu = torch.tensor([0, 512], dtype=torch.int32)
     with pytest.raises(attnkit.AttnkitError, match="AK1011"):
         attn(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=512, max_seqlen_k=512, gate=gate)
