@@ -14,7 +14,7 @@ the work is queued on the current stream, so a CUDA graph captures it. Plan each
 shape before capturing (run it once): a captured graph replays the plan it saw,
 so a request applied later does not reach it. The layer is passed to the op as
 an int handle (Layer.id)."""
-from typing import Optional
+from typing import List, Optional
 
 import torch
 
@@ -30,17 +30,14 @@ def _layer(handle):
 def layer_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, causal: bool,
                        window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
                        softmax_scale: Optional[float] = None, sinks: Optional[torch.Tensor] = None,
-                       video_frames: int = 0, video_height: int = 0, video_width: int = 0,
-                       gate: Optional[torch.Tensor] = None) -> torch.Tensor:
-    # video_frames == 0: no latent grid (the op schema has no optional tuple of ints).
-    video_grid = (video_frames, video_height, video_width) if video_frames else None
+                       video_grid: Optional[List[int]] = None, gate: Optional[torch.Tensor] = None) -> torch.Tensor:
     return _layer(layer)(q, k, v, causal=causal, window_size=(window_left, window_right), softcap=softcap,
                          softmax_scale=softmax_scale, sinks=sinks, video_grid=video_grid, gate=gate)
 
 
 @layer_attention_op.register_fake
 def _layer_attention_fake(q, k, v, layer, causal, window_left=-1, window_right=-1, softcap=0.0, softmax_scale=None,
-                          sinks=None, video_frames=0, video_height=0, video_width=0, gate=None):
+                          sinks=None, video_grid=None, gate=None):
     return q.new_empty((*q.shape[:-1], v.shape[-1]))  # [b, sq, hq, dv]
 
 
@@ -107,12 +104,9 @@ class Attention(torch.nn.Module):
                 raise _error("AK1011", function="attnkit.torch.Attention.forward", argument="video_grid / gate",
                              reason="they belong to dense [batch, seq, heads, dim] calls of the sparse video "
                                     "backends, not to packed or paged ones")
-            grid = _video_grid(video_grid) or (0, 0, 0)  # (0, 0, 0): no grid, in the op's ints
-            if video_grid is not None and min(grid) < 1:  # the library's own refusal (AK1016), not "no grid"
-                return self.layer(q, k, v, causal=self.causal, window_size=(self.window_left, self.window_right),
-                                  softcap=self.softcap, softmax_scale=self.softmax_scale, sinks=sinks,
-                                  video_grid=grid, gate=gate)
-            return torch.ops.attnkit.layer_attention(q, k, v, self.layer.id, *options, *grid, gate)
+            grid = _video_grid(video_grid)  # a triple of ints (AK1014 otherwise); the layer checks its sides
+            return torch.ops.attnkit.layer_attention(q, k, v, self.layer.id, *options,
+                                                     None if grid is None else list(grid), gate)
         if block_table is not None:
             return torch.ops.attnkit.layer_attention_with_kvcache(q, k, v, cache_seqlens, block_table, self.layer.id,
                                                                   *options)

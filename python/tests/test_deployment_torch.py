@@ -147,4 +147,4 @@ def test_sparse_video_layers_take_the_grid_and_the_gate():
     with pytest.raises(attnkit.AttnkitError, match="AK1011"):
         attn(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=512, max_seqlen_k=512, gate=gate)
     torch.library.opcheck(torch.ops.attnkit.layer_attention.default,
-                          (q, k, v, layer.id, False, -1, -1, 0.0, None, None, 8, 8, 8, gate))
+                          (q, k, v, layer.id, False, -1, -1, 0.0, None, None, [8, 8, 8], gate))
