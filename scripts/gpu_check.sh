@@ -109,6 +109,13 @@ if ! skip parity; then
   [[ $rc -eq 0 ]] || status=1
 fi
 
+# cudnn only under memcheck: racecheck flags cuDNN's own SDPA kernel and synccheck
+# overflows its barrier tracking there (see ATTNKIT_TEST_SKIP_BACKENDS in
+# tests/testing/backend_runner.cpp); the kernel is cuDNN's, its aux kernels ours.
+sanitizer_env() {
+  if [[ $1 == memcheck ]]; then unset ATTNKIT_TEST_SKIP_BACKENDS; else export ATTNKIT_TEST_SKIP_BACKENDS=cudnn; fi
+}
+
 if ! skip sanitizer; then
   step "compute-sanitizer memcheck + racecheck + synccheck (small shapes)"
   SMALL='AllBackends/Parity.MatchesReference/fa2_s17_bf16_causal:AllBackends/Parity.MatchesReference/fa2_s127_f16:'\
@@ -133,8 +140,7 @@ if ! skip sanitizer; then
   SPARSE_ORACLE_HEAVY='SolGpu.RoutingMatchesTheCpuRouting:SolGpu.RoutedCallsMatchTheCpuPlanAndTheOracle:'\
 'VideoSparseGpu.CudaPlanMatchesTheCpuPlanAndTheOracle:HybridWindowGpu.CudaPlanMatchesTheCpuPlanAndTheOracle'
   for tool in memcheck racecheck synccheck; do
-    # cudnn only under memcheck (see ATTNKIT_TEST_SKIP_BACKENDS in tests/testing/backend_runner.cpp)
-    if [[ $tool == memcheck ]]; then unset ATTNKIT_TEST_SKIP_BACKENDS; else export ATTNKIT_TEST_SKIP_BACKENDS=cudnn; fi
+    sanitizer_env "$tool"
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
       > "$LOGS/sanitizer_${tool}.log" 2>&1
     a=$?
@@ -163,7 +169,7 @@ fi
 if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
   step "compute-sanitizer over the whole GPU parity suite"
   for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-    if [[ $tool == memcheck ]]; then unset ATTNKIT_TEST_SKIP_BACKENDS; else export ATTNKIT_TEST_SKIP_BACKENDS=cudnn; fi
+    sanitizer_env "$tool"
     timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" \
       --gtest_filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' \
       > "$LOGS/sanitizer_all_${tool}.log" 2>&1
