@@ -20,14 +20,15 @@ falls on all of them alike.
   bench_torch_sdpa.py --json /tmp/x.json --device cpu --attnkit --tokens 256 --width 128   # smoke test, no GPU
 """
 import argparse
-import random
 import json
+import random
 import sys
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch.nn.functional as F
 
+from report import UNSTEADY
 from timing import Timer
 
 BACKENDS = {
@@ -212,7 +213,7 @@ def main():
                              ms_median_by_predecessor=by_prev))
             print(f"{name:16s} {shape:5s} d{d:<3d} {'causal' if causal else 'full':6s} s{s:<6d} {med:8.3f} ms "
                   f"{tf:7.1f} TFLOP/s", flush=True)
-            if med > 1.2 * ms[0]:  # report.py's "unsteady"
+            if med > UNSTEADY * ms[0]:
                 print(f"  unsteady ({med / ms[0]:.2f}x its minimum); median ms after each predecessor: " +
                       ", ".join(f"{p} {m:.3f} (n={n})" for p, (m, n) in by_prev.items()), flush=True)
         del sets

@@ -75,19 +75,17 @@ def main():
     cudnn_md, cudnn_rows, cudnn_misses = cudnn_table(table, build_ms)
     summary = dict(device=th.get("device"), torch=th.get("torch"), cudnn=th.get("cudnn"), cuda=th.get("cuda"),
                    ceiling_tflops=CEILING, primary=primary, rows=rows, misses_vs_best_peer=misses,
-                   cudnn_rows=cudnn_rows, cudnn_misses_vs_torch_cudnn=cudnn_misses)
+                   cudnn_rows=cudnn_rows, cudnn_misses_vs_torch_cudnn=cudnn_misses,
+                   unsteady=unsteady_points(th["results"]))
     json.dump(summary, open(args.out_json, "w"), indent=1)
     md = "\n".join(lines) + "\n" + cudnn_md
     open(args.out_md, "w").write(md)
     print(f"device {summary['device']}, torch {summary['torch']}, cuDNN {summary['cudnn']}, CUDA {summary['cuda']}")
     print(md)
     print(f"points where {primary} is below the best peer:", ", ".join(misses) if misses else "none")
-    unsteady = unsteady_points(th["results"])
-    summary["unsteady"] = unsteady
-    json.dump(summary, open(args.out_json, "w"), indent=1)
-    if unsteady:
+    if summary["unsteady"]:
         print(f"unsteady (median over {UNSTEADY:.1f}x the minimum: read these points with care, re-run them alone):",
-              ", ".join(unsteady))
+              ", ".join(summary["unsteady"]))
     video = {r["impl"]: r["ms_median"] for r in th["results"] if r.get("shape") == "video"}
     if video:
         print("video shape 1 x 24 x 32760 x 128, ms:", ", ".join(f"{k} {v:.2f}" for k, v in sorted(video.items(), key=lambda kv: kv[1])))
