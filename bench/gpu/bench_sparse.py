@@ -148,6 +148,20 @@ def sta_backend_impl(latent, tile, half, rule, seqlen):
     return call
 
 
+def warm_up(impls, q, k, v, warmup, case):
+    """{name: output} of each implementation after `warmup` calls; one that fails is reported and left out."""
+    outs = {}
+    for name, fn in impls.items():
+        try:
+            for _ in range(warmup):
+                out = fn(q, k, v)
+            torch.cuda.synchronize()
+            outs[name] = out
+        except Exception as e:  # noqa: BLE001 - report and drop the implementation
+            print(f"{case}: {name} failed: {type(e).__name__}: {str(e)[:300]}")
+    return outs
+
+
 def smooth_video(latent, heads, dim, seed, noise=0.1):
     """[1, T*H*W, heads, dim] bf16 in raster (t, h, w) order: a random field on a 4x coarser grid,
     trilinearly upsampled, plus `noise` of iid noise (neighbouring tokens alike, as in video latents;
@@ -194,16 +208,8 @@ def video_backends(args, rows):
         impls["attnkit_sol_attn"] = sol_backend_impl(latent, seqlen)
     except Exception as e:  # noqa: BLE001 - reported, the rest of the case still runs
         print(f"video_backends: sol_attn did not plan: {type(e).__name__}: {str(e)[:400]}")
-    outs = {}
-    for name, fn in list(impls.items()):
-        try:
-            for _ in range(args.warmup):
-                out = fn(q, k, v)
-            torch.cuda.synchronize()
-            outs[name] = out.float()
-        except Exception as e:  # noqa: BLE001 - report and drop the implementation
-            print(f"video_backends: {name} failed: {type(e).__name__}: {str(e)[:300]}")
-            del impls[name]
+    outs = {n: o.float() for n, o in warm_up(impls, q, k, v, args.warmup, "video_backends").items()}
+    impls = {n: f for n, f in impls.items() if n in outs}
     dense = outs.get("attnkit_fa3_dense")
     errors = {n: ((o - dense).norm() / dense.norm()).item() for n, o in outs.items()} if dense is not None else {}
     outs = dense = None
@@ -292,15 +298,7 @@ def main():
 
         # Outputs agree with the dense reference restricted to the mask (attnkit vs flex on the same mask).
         ref = None
-        outs = {}
-        for name, fn in impls.items():
-            try:
-                for _ in range(args.warmup):
-                    out = fn(q, k, v)
-                torch.cuda.synchronize()
-                outs[name] = out
-            except Exception as e:  # noqa: BLE001 - report and drop the implementation
-                print(f"{c['name']}: {name} failed: {type(e).__name__}: {str(e)[:300]}")
+        outs = warm_up(impls, q, k, v, args.warmup, c["name"])
         impls = {n: f for n, f in impls.items() if n in outs}
         sparse_names = [n for n in outs if "dense" not in n]
         if "flex" in outs:
