@@ -8,8 +8,8 @@ time of that shape.
 
 Same shapes as bench_fa2 (seqlen 512..16k, batch = 16384/seqlen, heads =
 2048/head_dim, bf16, BSHD memory, viewed as BHSD for SDPA, causal and not),
-CUDA events around each call after warm-up, median of the timed calls, two
-rotated random input sets. Each implementation's output is checked against
+CUDA events around each call after warm-up, each call after an L2 flush
+(timing.py), median of the timed calls, two rotated random input sets. Each implementation's output is checked against
 the first one's (relative L2 <= 2e-2, else MISMATCH and exit status 1). Per
 grid point the implementations take turns call by call in rotated order
 (A B C, B C A, C A B, ...), so clock, power and thermal drift within a run
@@ -191,7 +191,8 @@ def main():
             # heat of what ran just before; a cyclic rotation kept each one's
             # predecessor fixed, and at d128 / d256 causal s1k the medians of attnkit
             # cudnn and FA3 doubled (their minimum times equal to isolated runs):
-            # 2026-12-02.)
+            # 2026-12-02. The random order alone still left s512's medians to the
+            # predecessors each drew: timing.py's L2 flush before every call.)
             for it in range(per_round):
                 turn = list(order)
                 shuffle.shuffle(turn)

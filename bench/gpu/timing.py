@@ -1,21 +1,43 @@
 """The one timer of the GPU benchmarks (design section 6): CUDA events around
 each call on the GPU, read after the round's synchronize, so timed calls queue
-back to back; wall time on the CPU."""
+back to back; wall time on the CPU.
+
+On the GPU every timed call follows an L2 flush (a 256 MB memset, ~0.1 ms,
+outside the events), so that each call starts from the same state whatever
+ran before it, and the host's work before a call's first launch overlaps the
+flush instead of landing inside the call's events. Without it, on the H200
+(2026-12-02, d128 / d256 causal s512, ~0.1 ms kernels), the same cuDNN kernel
+took 0.10 ms after some implementations and 0.15-0.21 ms after others, so a
+point's median followed the mix of predecessors its random order dealt it."""
 import time
 
 import torch
 
+_FLUSH_BYTES = 256 << 20  # 4x the H200's 60 MB L2
+_flush_buffers = {}
+
+
+def _flush_buffer(device):
+    key = str(device)
+    if key not in _flush_buffers:
+        _flush_buffers[key] = torch.empty(_FLUSH_BYTES, dtype=torch.uint8, device=device)
+    return _flush_buffers[key]
+
 
 class Timer:
     """Milliseconds of one call: CUDA events on the GPU (read after the
-    round's synchronize), wall time on the CPU."""
+    round's synchronize), each call after an L2 flush unless flush_l2=False;
+    wall time on the CPU."""
 
-    def __init__(self, device):
+    def __init__(self, device, flush_l2=True):
         self.cuda = device.type == "cuda"
+        self.flush = _flush_buffer(device) if self.cuda and flush_l2 else None
         self.pending = []
 
     def time(self, fn):
         if self.cuda:
+            if self.flush is not None:
+                self.flush.zero_()
             a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             fn()
