@@ -228,6 +228,14 @@ def video_backends(args, rows):
                          over_fa3_dense=(ms / base if base else None), rel_l2_vs_fa3_dense=errors.get(n)))
         print(f"video_backends {n:30s} {ms:8.3f} ms  {ms / base if base else float('nan'):5.2f}x fa3 dense  "
               f"rel_l2 vs fa3 dense {errors.get(n, float('nan')):.2e}")
+    # Where each backend's time goes: its kernels per call (torch.profiler), the slowest first.
+    from cudnn_kernels import kernels
+    for n, fn in impls.items():
+        per = sorted(kernels(lambda: fn(q, k, v), 3).items(), key=lambda x: -x[1][0] * x[1][1])
+        total = sum(count * us for count, us, _ in (x for _, x in per))
+        print(f"video_backends {n} kernels, {total / 1e3:.3f} ms per call in {len(per)} kinds:")
+        for kname, (count, us, cfg) in per[:6]:
+            print(f"    {count * us / 1e3:8.3f} ms  x{count:g}  {kname[:90]}  {cfg}")
 
 
 def main():
