@@ -43,7 +43,7 @@ TEST(SelectNames, OnThisMachineAnUnbuiltArchKernelGivesWayToFa2) {
 
 // `fa` on sm_90 is fa3 for every problem fa3 supports and fa2 for the rest, the
 // refusal of fa3 recorded (issue 15); an explicit fa3 is not substituted.
-TEST(SelectNames, FaOnSm90IsFa2WhereFa3CannotRunTheProblem) {
+TEST(SelectNames, FaOnSm90IsFa3ThenFa2) {
   const Registry& reg = default_registry();
   const Platform h200 = *parse_platform("cuda:sm90");
   EXPECT_EQ(resolve_backend_candidates("fa", h200, reg), (std::vector<std::string>{"fa3", "fa2"}));
@@ -63,20 +63,26 @@ TEST(SelectNames, FaOnSm90IsFa2WhereFa3CannotRunTheProblem) {
   EXPECT_EQ(dense->backend->name(), "fa3");
   EXPECT_TRUE(dense->rejected.empty());
 
-  // Block-sparse lists in 64-key blocks split fa3's key tiles (AK2117); fa2's 64-key tiles take them.
+  // Block-sparse lists in 64-key blocks run on fa3's 64-key-tile instances (fa3bsk64) at d128.
   p.block_sparse = BlockSparse{128, 64, 1, 1};
-  ASSERT_TRUE(reg.find("fa3")->check(p, h200).has_code("AK2117"));
-  ASSERT_TRUE(reg.find("fa2")->check(p, h200).empty()) << reg.find("fa2")->check(p, h200).summary();
+  ASSERT_TRUE(reg.find("fa3")->check(p, h200).empty()) << reg.find("fa3")->check(p, h200).summary();
   auto sparse = select_for_call(p, {h200}, "fa");
   ASSERT_TRUE(sparse.ok()) << sparse.diagnostics().summary();
-  EXPECT_EQ(sparse->backend->name(), "fa2");
-  ASSERT_EQ(sparse->rejected.size(), 1u);
-  EXPECT_EQ(sparse->rejected[0].backend, "fa3");
-  EXPECT_EQ(sparse->rejected[0].code, "AK2117");
-  EXPECT_TRUE(select_for_call(p, {h200}, "fa3").diagnostics().has_code("AK2117"));  // explicit: refused
-  auto automatic = select_for_call(p, {h200}, "auto");
-  ASSERT_TRUE(automatic.ok());
-  EXPECT_EQ(automatic->backend->name(), "fa2");
+  EXPECT_EQ(sparse->backend->name(), "fa3");
+  EXPECT_TRUE(sparse->rejected.empty());
+  // 32-key blocks split the key tiles of both (AK2117 from each): `fa` is refused with both reasons.
+  p.block_sparse = BlockSparse{128, 32, 1, 1};
+  EXPECT_TRUE(reg.find("fa3")->check(p, h200).has_code("AK2117"));
+  EXPECT_TRUE(reg.find("fa2")->check(p, h200).has_code("AK2117"));
+  auto split = select_for_call(p, {h200}, "fa");
+  ASSERT_FALSE(split.ok());
+  EXPECT_TRUE(split.diagnostics().has_code("AK2117")) << split.diagnostics().summary();
+  // At d64 fa3 has no block-sparse instance and fa2 none either: the fallback order shows in the reasons.
+  p.block_sparse = BlockSparse{128, 64, 1, 1};
+  p.head_dim_qk = p.head_dim_v = 64;
+  auto d64 = select_for_call(p, {h200}, "fa");
+  ASSERT_FALSE(d64.ok());
+  EXPECT_TRUE(d64.diagnostics().has_code("AK2105")) << d64.diagnostics().summary();
 }
 
 TEST(SelectNames, ExplicitKernelValidatedAgainstArch) {

@@ -181,6 +181,16 @@ std::vector<ParityCase> parity_cases() {
     vo.q_lens = {300, 0, 500};
     vo.k_lens = {260, 0, 520};
     add("block_sparse_d128_varlen_bf16", v, vo);
+    // 64-key blocks (sparge_attn's): fa3's 64-key-tile instances (fa3bsk64), one or three tiles a block.
+    Problem n = base(700, 900, 4, 2, 128, DType::bf16);
+    n.block_sparse = BlockSparse{128, 64, 1, 4};
+    n.return_lse = true;
+    add("block_sparse_d128_keys64_bf16", n, o);
+    Problem nc = base(640, 600, 4, 4, 128, DType::f16);
+    nc.batch = 2;
+    nc.mask = MaskKind::causal;
+    nc.block_sparse = BlockSparse{256, 192, 2, 1};
+    add("block_sparse_d128_keys192_causal_fp16", nc, o);
   }
   // A custom mask.
   {

@@ -9,6 +9,7 @@
 #include "attnkit/backends/cuda.hpp"
 #include "backends/cuda/fa2_q64.hpp"
 #include "backends/cuda/launchers.hpp"
+#include "backends/cuda/sol_pooled.hpp"
 #include "kernels/cuda/fa2/traits.hpp"
 #include "kernels/cuda/sm90/traits.hpp"
 #include "kernels/cuda/params.hpp"
@@ -53,7 +54,16 @@ CudaKernelInstance info_fa2bsq64(DType dtype, const char* arch) {
   return {"fa2bsq64", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
 }
 template <int QK, int V>
+CudaKernelInstance info_fa2solpool(DType dtype, const char* arch) {
+  return renamed(info_fa2bsq64<QK, V>(dtype, arch), "fa2solpool");
+}
+template <int QK, int V>
 CudaKernelInstance info_fa3bs(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bs"); }
+template <int QK, int V>
+CudaKernelInstance info_fa3bsk64(DType dtype, const char* arch) {
+  using Tr = typename cuda::sm90::Fa3Keys64Config<std::uint16_t, QK, V>::Traits;
+  return {"fa3bsk64", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
 template <int QK, int V>
 CudaKernelInstance info_fa3pg(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3pg"); }
 template <int QK, int V>
@@ -377,9 +387,11 @@ class CudaBackend final : public Backend {
  public:
   // The instance families that run the problems the family itself does not:
   // block-sparse lists and paged caches ("" when the capabilities say none;
-  // the family itself when its kernel reads them); skip: request skip-softmax.
+  // the family itself when its kernel reads them); sparse_narrow: lists whose
+  // blocks the sparse family's tiles do not divide but its tiles do ("": none);
+  // skip: request skip-softmax.
   struct Families {
-    std::string sparse = "", paged = "", skip = "";
+    std::string sparse = "", sparse_narrow = "", paged = "", skip = "";
   };
   CudaBackend(std::string name, std::string family, Families families, std::string description, Capabilities caps,
               int alignment)
@@ -473,7 +485,16 @@ class CudaBackend final : public Backend {
   }
 
   const std::string& family_for(const Problem& p) const {
+    if (p.block_sparse && !families_.sparse_narrow.empty() && !tiles_the_blocks(families_.sparse, p) &&
+        tiles_the_blocks(families_.sparse_narrow, p))
+      return families_.sparse_narrow;
     return p.block_sparse ? families_.sparse : p.paged_kv ? families_.paged : family_;
+  }
+  // One list per query tile, whole key tiles per listed block (sm90/launch.hpp).
+  static bool tiles_the_blocks(const std::string& family, const Problem& p) {
+    const KernelEntry* e = find_kernel(family, p);
+    return e != nullptr && e->info.block_m > 0 && p.block_sparse->block_q % e->info.block_m == 0 &&
+           p.block_sparse->block_k % e->info.block_n == 0;
   }
 
   // The skip-softmax instance of `p`, configured and with its counts buffer
@@ -538,11 +559,13 @@ std::unique_ptr<Backend> make_fa2_q64_block_sparse_backend() {
 }
 std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
-      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bs", .paged = "fa3pg", .skip = "fa3ss"},
+      "fa3", "fa3",
+      CudaBackend::Families{.sparse = "fa3bs", .sparse_narrow = "fa3bsk64", .paged = "fa3pg", .skip = "fa3ss"},
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
       "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v); block-sparse KV lists at head dims " +
-          head_dim_pairs("fa3bs") + "; paged KV caches at head dims " + head_dim_pairs("fa3pg") +
+          head_dim_pairs("fa3bs") + " (64-key blocks at " + head_dim_pairs("fa3bsk64") +
+          "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
           "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
       fa3_capabilities(), 16);
 }
@@ -554,6 +577,54 @@ std::unique_ptr<Backend> make_cuda_sdpa_backend() {
       "KV, varlen, sm_70 and later; the CUDA path of last resort",
       cuda_sdpa_capabilities(), 0);
 }
+
+// ---- sol_attn's pooled pass (sol_pooled.hpp)
+
+namespace cuda {
+
+Diagnostics sol_pooled_refusals(const Problem& pooled, const Platform& gpu) {
+  Diagnostics out;
+  const KernelEntry* entry = find_kernel("fa2solpool", pooled);
+  if (entry == nullptr)
+    out.add("AK2105", {{"backend", "sol_attn"},
+                       {"dim", std::to_string(pooled.head_dim_qk) + "/" + std::to_string(pooled.head_dim_v) + " " +
+                                   std::string(dtype_name(pooled.dtype))},
+                       {"compiled", head_dim_pairs("fa2solpool") + " (its pooled-key kernel)"}});
+  else if (!entry->info.built && gpu.detected)
+    out.add("AK2111", {{"backend", "sol_attn"}, {"detail", ": its pooled-key kernel was not compiled into this binary"}});
+  return out;
+}
+
+Diagnostics sol_pooled_configure(const Problem& pooled) {
+  const KernelEntry* entry = find_kernel("fa2solpool", pooled);
+  if (entry == nullptr || entry->configure == nullptr)
+    return diagnose("AK6002", {{"reason", "sol_attn's pooled-key kernel is not in this binary"}});
+#if defined(ATTNKIT_HAS_CUDA)
+  return check_cuda(entry->configure(), "cudaFuncSetAttribute(sol_attn pooled keys)");
+#else
+  return {};
+#endif
+}
+
+Diagnostics sol_pooled_launch(const Problem& pooled, const AttentionTensors& t, const SolPooledTerms& terms,
+                              StreamHandle stream) {
+  const KernelEntry* entry = find_kernel("fa2solpool", pooled);
+  if (entry == nullptr || entry->launch == nullptr)
+    return diagnose("AK6002", {{"reason", "sol_attn's pooled-key kernel is not in this binary"}});
+#if defined(ATTNKIT_HAS_CUDA)
+  AttnParams params = make_attn_params(pooled, t);
+  params.sol_keep = terms.keep;
+  params.sol_q_blocks = terms.q_blocks;
+  params.sol_bias_full = terms.bias_full;
+  params.sol_bias_last = terms.bias_last;
+  return check_cuda(entry->launch(params, stream), "sol_attn pooled-key launch");
+#else
+  (void)t, (void)terms, (void)stream;
+  return diagnose("AK6002", {{"reason", "this build has no CUDA (sol_attn's pooled keys)"}});
+#endif
+}
+
+}  // namespace cuda
 
 void register_cuda_backends(Registry& registry) {
   registry.add(make_fa3_backend());

@@ -21,32 +21,18 @@ constexpr int kPoolThreads = 128;
 constexpr std::int64_t kMaxGrid = 1 << 16;  // grid-stride loops beyond
 
 unsigned grid_for(std::int64_t work) { return static_cast<unsigned>(std::clamp<std::int64_t>(work, 1, kMaxGrid)); }
-unsigned elementwise_grid(std::int64_t elements) { return grid_for((elements + kThreads - 1) / kThreads); }
 
-// q'[b, i, h] = [q (fp32), 1].
-template <class T>
-__global__ void __launch_bounds__(kThreads) prime_q_kernel(SolRoute s) {
-  const int d1 = s.head_dim + 1;
-  const std::int64_t total = static_cast<std::int64_t>(s.batch) * s.seqlen * s.heads_q * d1;
-  const T* q = static_cast<const T*>(s.q);
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const int x = static_cast<int>(e % d1);
-    const std::int64_t u = e / d1;  // (b * seqlen + i) * heads_q + h
-    const int h = static_cast<int>(u % s.heads_q), i = static_cast<int>(u / s.heads_q % s.seqlen),
-              b = static_cast<int>(u / s.heads_q / s.seqlen);
-    s.q1[e] = x < s.head_dim ? to_float(q[b * s.q_strides[0] + i * s.q_strides[1] + h * s.q_strides[2] + x]) : 1.0f;
-  }
-}
-
-// One CTA per (b, tile c, kv head h): k'[b, c, h] = [mean of the tile's keys, ln(tokens) / scale],
-// v'[b, c, h] = mean of its values; each thread one dim, summing the tile's rows in order.
+// One CTA per (b, tile c, kv head h): the mean of the tile's keys (fp32, for
+// the routing; and in T for the pooled-key kernel) and of its values (in T);
+// each thread one dim, summing the tile's rows in order.
 template <class T>
 __global__ void __launch_bounds__(kPoolThreads) pool_kv_kernel(SolRoute s, int tiles) {
-  const int d = s.head_dim, d1 = d + 1, dv = s.head_dim_v;
+  const int d = s.head_dim, dv = s.head_dim_v;
   const std::int64_t units = static_cast<std::int64_t>(s.batch) * tiles * s.heads_kv;
   const T* k = static_cast<const T*>(s.k);
   const T* v = static_cast<const T*>(s.v);
+  T* k_pooled = static_cast<T*>(s.k_pooled);
+  T* v_pooled = static_cast<T*>(s.v_pooled);
   for (std::int64_t u = blockIdx.x; u < units; u += gridDim.x) {  // u = (b * tiles + c) * heads_kv + h
     const int h = static_cast<int>(u % s.heads_kv), c = static_cast<int>(u / s.heads_kv % tiles),
               b = static_cast<int>(u / s.heads_kv / tiles);
@@ -59,10 +45,14 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kv_kernel(SolRoute s, int t
       const std::int64_t base = b * st[0] + h * st[2] + e;
       double sum = 0.0;
       for (int j = lo; j < hi; ++j) sum = unfused_add(sum, static_cast<double>(to_float(src[base + j * st[1]])));
-      if (is_k) s.k1[u * d1 + e] = sparse::sol_tile_mean(sum, n);
-      else s.v1[u * dv + e] = sparse::sol_tile_mean(sum, n);
+      const float mean = sparse::sol_tile_mean(sum, n);
+      if (is_k) {
+        s.k_mean[u * d + e] = mean;
+        k_pooled[u * d + e] = from_float<T>(mean);
+      } else {
+        v_pooled[u * dv + e] = from_float<T>(mean);
+      }
     }
-    if (threadIdx.x == 0) s.k1[u * d1 + d] = c == tiles - 1 ? s.ln_last : s.ln_full;
   }
 }
 
@@ -70,28 +60,30 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kv_kernel(SolRoute s, int t
 // (each thread one dim, the block's queries in order), the proxy score of
 // every tile (each thread a tile, its dims in order), the cut (one thread,
 // the tiles in order: the host's sums), the kept flags and their count.
+template <class T>
 __global__ void __launch_bounds__(kThreads) route_kernel(SolRoute s, std::int64_t rows, int nq, int tiles) {
   __shared__ double q_mean[kSolMaxHeadDim];
   __shared__ double cut;
   __shared__ int kept;
-  const int d = s.head_dim, d1 = d + 1, group = s.heads_q / s.heads_kv;
+  const int d = s.head_dim, group = s.heads_q / s.heads_kv;
+  const T* q = static_cast<const T*>(s.q);
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int qb = static_cast<int>(r % nq), h = static_cast<int>(r / nq % s.heads_q),
               b = static_cast<int>(r / nq / s.heads_q), hk = h / group;
     const int lo = qb * kSolBlock, hi = min(s.seqlen, lo + kSolBlock);
     __syncthreads();  // the previous row is done with the shared values
+    const std::int64_t q_base = b * s.q_strides[0] + h * s.q_strides[2];
     for (int x = threadIdx.x; x < d; x += blockDim.x) {
       double m = 0.0;
       for (int i = lo; i < hi; ++i)
-        m = unfused_add(m, sparse::sol_q_mean_term(s.q1[((static_cast<std::int64_t>(b) * s.seqlen + i) * s.heads_q + h) * d1 + x],
-                                                       hi - lo));
+        m = unfused_add(m, sparse::sol_q_mean_term(to_float(q[q_base + i * s.q_strides[1] + x]), hi - lo));
       q_mean[x] = m;
     }
     if (threadIdx.x == 0) kept = 0;
     __syncthreads();
     double* z = s.z + r * tiles;
     for (int c = threadIdx.x; c < tiles; c += blockDim.x)
-      z[c] = sparse::sol_proxy_score(q_mean, s.k1 + ((static_cast<std::int64_t>(b) * tiles + c) * s.heads_kv + hk) * d1,
+      z[c] = sparse::sol_proxy_score(q_mean, s.k_mean + ((static_cast<std::int64_t>(b) * tiles + c) * s.heads_kv + hk) * d,
                                      d, s.scale);
     __syncthreads();  // z (global) is visible to the block
     if (threadIdx.x == 0) cut = sparse::sol_route_cut(s.rule, z, tiles);
@@ -108,35 +100,16 @@ __global__ void __launch_bounds__(kThreads) route_kernel(SolRoute s, std::int64_
   }
 }
 
-// mask[b, h, i, c] = the tile is pooled for query i's block (not kept).
-__global__ void __launch_bounds__(kThreads) mask_kernel(SolRoute s, int nq, int tiles) {
-  const std::int64_t total = static_cast<std::int64_t>(s.batch) * s.heads_q * s.seqlen * tiles;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(e % tiles);
-    const std::int64_t u = e / tiles;  // (b * heads_q + h) * seqlen + i
-    const std::int64_t r = u / s.seqlen * nq + (u % s.seqlen) / kSolBlock;
-    s.mask[e] = s.keep[r * tiles + c] ? 0 : 1;
-  }
-}
-
 template <class T>
 Diagnostics queue(const SolRoute& s, cudaStream_t st) {
   const int nq = num_blocks(s.seqlen, kSolBlock), tiles = num_blocks(s.seqlen, kSolBlock);
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads_q * nq;
   const std::int64_t units = static_cast<std::int64_t>(s.batch) * tiles * s.heads_kv;
-  prime_q_kernel<T><<<elementwise_grid(static_cast<std::int64_t>(s.batch) * s.seqlen * s.heads_q * (s.head_dim + 1)),
-                      kThreads, 0, st>>>(s);
-  if (Diagnostics why = check_cuda(cudaGetLastError(), "sol q' launch"); !why.ok()) return why;
   pool_kv_kernel<T><<<grid_for(units), kPoolThreads, 0, st>>>(s, tiles);
-  if (Diagnostics why = check_cuda(cudaGetLastError(), "sol k' / v' launch"); !why.ok()) return why;
-  route_kernel<<<grid_for(rows), kThreads, 0, st>>>(s, rows, nq, tiles);
+  if (Diagnostics why = check_cuda(cudaGetLastError(), "sol tile means launch"); !why.ok()) return why;
+  route_kernel<T><<<grid_for(rows), kThreads, 0, st>>>(s, rows, nq, tiles);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "sol routing launch"); !why.ok()) return why;
-  if (Diagnostics why = csr_from_flags({s.keep, s.counts, s.offsets, s.indices, rows, tiles}, st); !why.ok())
-    return why;
-  mask_kernel<<<elementwise_grid(static_cast<std::int64_t>(s.batch) * s.heads_q * s.seqlen * tiles), kThreads, 0, st>>>(
-      s, nq, tiles);
-  return check_cuda(cudaGetLastError(), "sol pooled mask launch");
+  return csr_from_flags({s.keep, s.counts, s.offsets, s.indices, rows, tiles}, st);
 }
 
 }  // namespace

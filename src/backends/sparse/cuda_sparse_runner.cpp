@@ -34,8 +34,9 @@ namespace {
 // problem, or one of its block-sparse variants): the first of fa3, fa2 that
 // takes it, as select resolves "fa" (fa3 on Hopper, else fa2). Each problem
 // resolves on its own, so a dense run is exactly what a dense `fa` run is,
-// and a block layout fa3 cannot tile (its block-sparse instances need
-// 128-key tiles: AK2117 for sparge's 64-key blocks) runs fa2's.
+// and a block layout fa3 cannot tile (its block-sparse instances take
+// 128-query blocks of 128-key tiles, or at d128 of 64-key tiles: sparge's
+// 128 x 64 blocks run there) runs fa2's.
 // With `q64`, a block-sparse problem fa3 and fa2 refuse may run on fa2's
 // 64-query-tile instances (fa2bsq64, backends/cuda/fa2_q64.hpp), which the
 // registry's fa2 does not offer yet: for the backends whose 64-query blocks

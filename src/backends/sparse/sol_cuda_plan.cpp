@@ -5,7 +5,9 @@
 //                    the kept tiles (sparse/sol_rule.hpp, as the host), CSR lists, the pooled mask;
 //                 2. the kept tiles exactly: fa2's block-sparse kernel on 64 x 64 tiles
 //                    (fa2bsq64; fa3bs / fa2bs tile 128 queries), out in q's dtype and LSE;
-//                 3. the pooled tiles: cuda_sdpa on q', k', v' (fp32, d + 1, custom mask), out and LSE;
+//                 3. the pooled tiles: fa2's 64 x 64 tile over one mean key / value per tile
+//                    (fa2solpool, backends/cuda/sol_pooled.hpp: kept tiles hidden, ln(tokens)
+//                    added), out in q's dtype and LSE;
 //                 4. the LSE merge of the two (dist/'s device merge, core/lse_merge.hpp's weights)
 //                    in fp32, converted once into the caller's out.
 // Nothing allocated, nothing waited for (a call that asks for statistics
@@ -16,6 +18,7 @@
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/block_sparse.hpp"
 #include "backends/cuda/fa2_q64.hpp"
+#include "backends/cuda/sol_pooled.hpp"
 #include "backends/cuda/sol_route.hpp"
 #include "backends/sparse/cuda_sparse_runner.hpp"
 #include "backends/sparse/device_args.hpp"
@@ -44,9 +47,16 @@ const Backend& exact_backend() {
   return *fa2_q64;
 }
 
-const Backend& pooled_backend() {
-  const Backend* b = default_registry().find("cuda_sdpa");
-  return *b;  // registered in every build (cuda_backends.cpp)
+// The pooled-key kernel's problem: each query against one pooled key per tile
+// (seqlen_k = the tiles), in the call's layout and dtype, with its LSE.
+Problem pooled_kernel_problem(const Problem& p) {
+  Problem pooled = p;
+  pooled.seqlen_k = SolShape::of(p).tiles;
+  pooled.mask = MaskKind::none;
+  pooled.scale = p.softmax_scale();
+  pooled.return_lse = true;
+  pooled.block_sparse.reset();
+  return pooled;
 }
 
 // The workspace: 256-byte aligned slices from a 256-byte aligned base (the
@@ -54,26 +64,27 @@ const Backend& pooled_backend() {
 struct SolCudaWorkspace {
   static constexpr std::size_t kAlign = 256;
   std::size_t size = 0;
-  std::size_t counts = 0, offsets = 0, indices = 0, keep = 0, z = 0, q1 = 0, k1 = 0, v1 = 0, mask = 0, out_e = 0,
-              lse_e = 0, out_p = 0, lse_p = 0, kernels = 0;
+  std::size_t counts = 0, offsets = 0, indices = 0, keep = 0, z = 0, k_mean = 0, k_pooled = 0, v_pooled = 0,
+              out_e = 0, lse_e = 0, out_p = 0, out_f = 0, lse_p = 0, kernels = 0;
   static SolCudaWorkspace of(const Problem& p, std::size_t kernel_bytes) {
     SolCudaWorkspace w;
     WorkspaceFront front(kAlign);
     const SolShape shape = SolShape::of(p);
     const std::size_t B = p.batch, S = p.seqlen_q, Hq = p.heads_q, Hkv = p.heads_kv, T = shape.tiles,
-                      R = static_cast<std::size_t>(shape.rows), d1 = p.head_dim_qk + 1, dv = p.head_dim_v;
+                      R = static_cast<std::size_t>(shape.rows), d = p.head_dim_qk, dv = p.head_dim_v,
+                      e = dtype_size(p.dtype);
     w.counts = front.take(sizeof(std::int32_t) * R);
     w.offsets = front.take(sizeof(std::int32_t) * (R + 1));
     w.indices = front.take(sizeof(std::int32_t) * R * T);
     w.keep = front.take(R * T);
     w.z = front.take(sizeof(double) * R * T);
-    w.q1 = front.take(sizeof(float) * B * S * Hq * d1);
-    w.k1 = front.take(sizeof(float) * B * T * Hkv * d1);
-    w.v1 = front.take(sizeof(float) * B * T * Hkv * dv);
-    w.mask = front.take(B * Hq * S * T);
-    w.out_e = front.take(dtype_size(p.dtype) * B * S * Hq * dv);
+    w.k_mean = front.take(sizeof(float) * B * T * Hkv * d);
+    w.k_pooled = front.take(e * B * T * Hkv * d);
+    w.v_pooled = front.take(e * B * T * Hkv * dv);
+    w.out_e = front.take(e * B * S * Hq * dv);
     w.lse_e = front.take(sizeof(float) * B * S * Hq);
-    w.out_p = front.take(sizeof(float) * B * S * Hq * dv);
+    w.out_p = front.take(e * B * S * Hq * dv);
+    w.out_f = front.take(sizeof(float) * B * S * Hq * dv);
     w.lse_p = front.take(sizeof(float) * B * S * Hq);
     w.kernels = front.take(kernel_bytes);
     w.size = front.size() + kAlign;  // and the base's alignment
@@ -83,11 +94,9 @@ struct SolCudaWorkspace {
 
 class SolCudaPlan final : public Plan {
  public:
-  SolCudaPlan(Problem p, SolSettings s, std::unique_ptr<CudaSparseRunner> dense, std::unique_ptr<Plan> exact,
-              std::unique_ptr<Plan> pooled)
+  SolCudaPlan(Problem p, SolSettings s, std::unique_ptr<CudaSparseRunner> dense, std::unique_ptr<Plan> exact)
       : Plan(std::move(p)), settings_(std::move(s)), dense_(std::move(dense)), exact_(std::move(exact)),
-        pooled_(std::move(pooled)),
-        ws_(SolCudaWorkspace::of(problem(), std::max(exact_->workspace_bytes(), pooled_->workspace_bytes()))) {}
+        pooled_(pooled_kernel_problem(problem())), ws_(SolCudaWorkspace::of(problem(), exact_->workspace_bytes())) {}
 
   std::size_t workspace_bytes() const override { return std::max(dense_->workspace_bytes(), ws_.size); }
   Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override {
@@ -126,7 +135,7 @@ class SolCudaPlan final : public Plan {
     const Problem& p = problem();
     const SolShape shape = SolShape::of(p);
     const std::int64_t B = p.batch, S = p.seqlen_q, Hq = p.heads_q, Hkv = p.heads_kv, T = shape.tiles,
-                       d1 = p.head_dim_qk + 1, dv = p.head_dim_v;
+                       dv = p.head_dim_v;
     std::byte* base = aligned(ws);
     auto at = [&](std::size_t offset) { return static_cast<void*>(base + offset); };
     // 1. The routing.
@@ -136,19 +145,14 @@ class SolCudaPlan final : public Plan {
     r.head_dim = p.head_dim_qk, r.head_dim_v = p.head_dim_v;
     r.scale = p.softmax_scale();
     r.rule = sol_rule(settings_);
-    // As sol_pool_host computes them (std::log on the host: a device log may round otherwise).
-    const int last = p.seqlen_k - (static_cast<int>(T) - 1) * kSolBlock;
-    r.ln_full = static_cast<float>(std::log(static_cast<double>(kSolBlock)) / r.scale);
-    r.ln_last = static_cast<float>(std::log(static_cast<double>(last)) / r.scale);
-    r.q1 = static_cast<float*>(at(ws_.q1));
-    r.k1 = static_cast<float*>(at(ws_.k1));
-    r.v1 = static_cast<float*>(at(ws_.v1));
+    r.k_mean = static_cast<float*>(at(ws_.k_mean));
+    r.k_pooled = at(ws_.k_pooled);
+    r.v_pooled = at(ws_.v_pooled);
     r.z = static_cast<double*>(at(ws_.z));
     r.keep = static_cast<std::uint8_t*>(at(ws_.keep));
     r.counts = static_cast<std::int32_t*>(at(ws_.counts));
     r.offsets = static_cast<std::int32_t*>(at(ws_.offsets));
     r.indices = static_cast<std::int32_t*>(at(ws_.indices));
-    r.mask = static_cast<std::uint8_t*>(at(ws_.mask));
     if (Diagnostics why = cuda::sol_route(r, stream); !why.ok()) return why;
     Workspace kernel_ws{base + ws_.kernels, ws.size() - static_cast<std::size_t>(base - ws.data()) - ws_.kernels};
     // 2. The kept tiles, exactly: out in a BSHD-ordered buffer (viewed in the
@@ -159,19 +163,38 @@ class SolCudaPlan final : public Plan {
     exact.block_offsets = make_view(r.offsets, DType::i32, {shape.rows + 1}, {DeviceKind::cuda, 0});
     exact.block_indices = make_view(r.indices, DType::i32, {shape.rows * T}, {DeviceKind::cuda, 0});
     if (Diagnostics ran = exact_->run(exact, kernel_ws, stream); !ran.ok()) return ran;
-    // 3. The pooled tiles: one pseudo-key each, through cuda_sdpa with the custom mask.
+    // 3. The pooled tiles: one mean key / value each, on the tensor cores; the
+    // kept tiles hidden and ln(tokens) added in the kernel (ln on the host, as
+    // the CPU path computes it: a device log may round otherwise).
     AttentionTensors pooled;
-    pooled.q = device_view(r.q1, DType::f32, {B, S, Hq, d1}, {S * Hq * d1, Hq * d1, d1, 1});
-    pooled.k = device_view(r.k1, DType::f32, {B, T, Hkv, d1}, {T * Hkv * d1, Hkv * d1, d1, 1});
-    pooled.v = device_view(r.v1, DType::f32, {B, T, Hkv, dv}, {T * Hkv * dv, Hkv * dv, dv, 1});
-    pooled.out = device_view(at(ws_.out_p), DType::f32, {B, S, Hq, dv}, {S * Hq * dv, Hq * dv, dv, 1});
+    pooled.q = t.q;
+    pooled.k = bshd_buffer_view(r.k_pooled, p.dtype, p.layout, B, T, Hkv, p.head_dim_qk);
+    pooled.v = bshd_buffer_view(r.v_pooled, p.dtype, p.layout, B, T, Hkv, dv);
+    pooled.out = bshd_buffer_view(at(ws_.out_p), p.dtype, p.layout, B, S, Hq, dv);
     pooled.lse = device_view(at(ws_.lse_p), DType::f32, {B, Hq, S}, {S * Hq, 1, Hq});
-    pooled.custom_mask = device_view(r.mask, DType::u8, {B, Hq, S, T}, {Hq * S * T, S * T, T, 1});
-    if (Diagnostics ran = pooled_->run(pooled, kernel_ws, stream); !ran.ok()) return ran;
-    // 4. out = merge(pooled, exact) by their LSE (fp32, into the pooled buffer), then into the caller's out.
+    const int last = p.seqlen_k - (static_cast<int>(T) - 1) * kSolBlock;
+    cuda::SolPooledTerms terms;
+    terms.keep = r.keep;
+    terms.q_blocks = shape.nq;
+    terms.bias_full = static_cast<float>(std::log(static_cast<double>(kSolBlock)) / r.scale);
+    terms.bias_last = static_cast<float>(std::log(static_cast<double>(last)) / r.scale);
+    if (Diagnostics ran = cuda::sol_pooled_launch(pooled_, pooled, terms, stream); !ran.ok()) return ran;
+    // The pooled part in fp32, where the merge accumulates.
     const dist::DeviceOps* ops = dist::cuda_ops();
+    dist::RowCopy widen;
+    widen.src = at(ws_.out_p);
+    widen.src_dtype = p.dtype;
+    widen.src_row_stride = Hq * dv, widen.src_head_stride = dv;
+    widen.dst = at(ws_.out_f);
+    widen.dst_dtype = DType::f32;
+    widen.dst_row_stride = Hq * dv, widen.dst_head_stride = dv;
+    widen.heads = p.heads_q;
+    widen.dim = p.head_dim_v;
+    const dist::RowRun all_rows{0, 0, B * S};
+    if (Diagnostics why = ops->copy_rows(widen, {&all_rows, 1}, stream); !why.ok()) return why;
+    // 4. out = merge(pooled, exact) by their LSE (fp32, into the pooled buffer), then into the caller's out.
     MergeRows m;
-    m.acc_out = static_cast<float*>(pooled.out.data);
+    m.acc_out = static_cast<float*>(at(ws_.out_f));
     m.acc_row_stride = Hq * dv, m.acc_head_stride = dv;
     m.acc_lse = static_cast<float*>(pooled.lse.data);
     m.acc_lse_row_stride = Hq, m.acc_lse_head_stride = 1;
@@ -186,7 +209,7 @@ class SolCudaPlan final : public Plan {
     if (Diagnostics why = ops->merge(m, stream); !why.ok()) return why;
     const bool bhsd = p.layout == Layout::bhsd;
     dist::RowCopy c;
-    c.src = pooled.out.data;
+    c.src = at(ws_.out_f);
     c.src_dtype = DType::f32;
     c.src_row_stride = Hq * dv, c.src_head_stride = dv;
     c.dst = t.out.data;
@@ -210,7 +233,8 @@ class SolCudaPlan final : public Plan {
 
   SolSettings settings_;
   std::unique_ptr<CudaSparseRunner> dense_;
-  std::unique_ptr<Plan> exact_, pooled_;
+  std::unique_ptr<Plan> exact_;
+  Problem pooled_;  // the pooled-key kernel's (pooled_kernel_problem)
   SolCudaWorkspace ws_;
 };
 
@@ -219,7 +243,7 @@ class SolCudaPlan final : public Plan {
 Diagnostics sol_cuda_kernel_refusals(const Problem& p, const Platform& gpu) {
   Diagnostics why = CudaSparseRunner::check_kernels(p, gpu, {});
   why.append(exact_backend().check(exact_problem(p), gpu));
-  why.append(pooled_backend().check(sol_pooled_problem(p), gpu));
+  why.append(cuda::sol_pooled_refusals(pooled_kernel_problem(p), gpu));
   const SolShape shape = SolShape::of(p);
   if (shape.rows * shape.tiles > INT32_MAX)
     why.add("AK1012", {{"what", "sol_attn's tile lists (batch x heads x query blocks x key tiles)"},
@@ -236,10 +260,11 @@ Result<std::unique_ptr<Plan>> make_sol_cuda_plan(const Problem& p, const Platfor
   if (!dense) return dense.diagnostics();
   auto exact = exact_backend().plan(exact_problem(p), gpu);
   if (!exact) return exact.diagnostics();
-  auto pooled = pooled_backend().plan(sol_pooled_problem(p), gpu);
-  if (!pooled) return pooled.diagnostics();
-  return std::unique_ptr<Plan>(
-      std::make_unique<SolCudaPlan>(p, s, std::move(*dense), std::move(*exact), std::move(*pooled)));
+#if defined(ATTNKIT_HAS_CUDA)
+  if (gpu.detected)
+    if (Diagnostics cfg = cuda::sol_pooled_configure(pooled_kernel_problem(p)); !cfg.ok()) return cfg;
+#endif
+  return std::unique_ptr<Plan>(std::make_unique<SolCudaPlan>(p, s, std::move(*dense), std::move(*exact)));
 }
 
 Result<SolDeviceLists> sol_cuda_lists(const Plan& plan, Workspace ws) {

@@ -60,6 +60,14 @@ struct AttnParams {
   // fa3's dynamic tile scheduler (sm90/launch.hpp): one counter in the plan's
   // workspace, zeroed by the launcher before each launch; null: a static walk.
   unsigned int* tile_counter = nullptr;
+  // sol_attn's pooled pass (fa2solpool instances, fa2/sol_pooled.hpp): k and v
+  // hold one mean key / value per 64-token tile; the 64-query tile of query
+  // block qb of (b, h) hides the tiles kept exactly, sol_keep[((b * heads_q + h)
+  // * sol_q_blocks + qb) * seqlen_k + c] != 0, and adds ln(tokens of c) / scale
+  // to the raw score of the others (sol_bias_full; sol_bias_last for the last tile).
+  const std::uint8_t* sol_keep = nullptr;
+  int sol_q_blocks = 0;
+  float sol_bias_full = 0.0f, sol_bias_last = 0.0f;
   // Scores in log2 units: s2 = log2(e) * softcap(scale * q.k).
   //   no softcap: s2 = (q.k) * scale_log2
   //   softcap c : s2 = softcap_log2 * tanh((q.k) * softcap_prescale), softcap_log2 = c*log2(e)

@@ -8,14 +8,16 @@
 #include "kernels/cuda/common/lying_metadata.hpp"
 #include "kernels/cuda/fa2/epilogue.hpp"
 #include "kernels/cuda/fa2/mainloop.hpp"
+#include "kernels/cuda/fa2/sol_pooled.hpp"
 #include "kernels/cuda/common/tile_scheduler.hpp"
 #include "kernels/cuda/fa2/traits.hpp"
 
 namespace attnkit::cuda {
 
 // kBlockSparse: the key tiles are the block-sparse lists' (AttnParams
-// block_offsets / block_indices) within the dense range.
-template <class Traits, bool kBlockSparse = false>
+// block_offsets / block_indices) within the dense range. Scores: what else
+// enters the raw scores after fa2's mask (fa2/sol_pooled.hpp).
+template <class Traits, bool kBlockSparse = false, class Scores = PlainScores>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2_forward_kernel(const __grid_constant__ AttnParams p) {
   using T = typename Traits::T;
   using Mainloop = Fa2Mainloop<Traits>;
@@ -142,6 +144,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2
     const int key0 = n * kBlockN;
     const bool interior = last.lo <= key0 && first.hi >= key0 + kBlockN;
     if (!interior) Mainloop::apply_mask(s, key0, warp_row0, span.q_len, span.k_len, p.window_left, p.window_right);
+    if constexpr (Scores::kModifies) Scores::template apply<Traits>(s, p, tile.batch, tile.head, m0, key0);
     typename Mainloop::VFrags v_frags;
     if constexpr (Traits::kRescaleThreshold > 0) Mainloop::pv_first_loads(v_frags, sV(stage));
     Mainloop::online_softmax(s, o, st, capped ? 1.0f : p.scale_log2);

@@ -199,6 +199,8 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
 #define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, false, TAG, QK, V)
 // fa3bs: the same instance over block-sparse KV lists.
 #define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, false, TAG, QK, V)
+// fa3bsk64: block-sparse KV lists in 64-key blocks, on 64-key tiles (Fa3Keys64Config).
+#define AK_DEFINE_LAUNCHER_fa3bsk64(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsk64, Fa3Keys64Config, true, false, TAG, QK, V)
 // fa3ss: request skip-softmax (AttnParams::skip_log2_factor / skip_counts).
 #define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, false, TAG, QK, V)
 // fa3pg: K and V from a paged cache (AttnParams::block_table).

@@ -116,6 +116,15 @@ struct Fa3Config<T, 256, 256> {
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
 
+// Block-sparse lists in 64-key blocks (sparge_attn's; instances.def family
+// fa3bsk64), which the 128-key tiles above cannot take: d128's shape with
+// 64-key tiles. Not tuned on a GPU yet (more stages for the shorter tiles
+// are the first thing to try).
+template <class T, int HeadDimQK, int HeadDimV>
+struct Fa3Keys64Config;
+template <class T>
+struct Fa3Keys64Config<T, 128, 128> { using Traits = Fa3Traits<T, 128, 128, 128, 64, 2>; };
+
 // A paged cache is read in whole pages per key tile or whole key tiles per
 // page (sm90/mainloop.hpp Fa3Producer::load_paged), in whole 8-row swizzle
 // atoms: the page size divides the tile or is a multiple of it.
