@@ -187,7 +187,7 @@ def _shape(x, rank, name, layout):
     _require_array(x, name)
     if len(x.shape) != rank:
         raise _error("AK1102", name=name, rank=len(x.shape), expected=rank, layout=layout)
-    return tuple(int(s) for s in x.shape)
+    return tuple(map(int, x.shape))
 
 
 _MAX_PLANS = 256  # plans cached per distinct call shape; a server with ever-new shapes must not grow without bound

@@ -9,10 +9,19 @@ _DTYPE_NAMES = {
 }
 
 
+_FRAMEWORK_OF = {}  # type -> its framework: the split of __module__ costs ~0.3 us a call
+
+
 def framework(x):
     """'torch', 'numpy', 'cupy' or the array's module name."""
-    module = type(x).__module__.split(".")[0]
-    return module
+    kind = type(x)
+    try:
+        return _FRAMEWORK_OF[kind]
+    except KeyError:
+        module = kind.__module__.split(".")[0]
+        if len(_FRAMEWORK_OF) < 64:
+            _FRAMEWORK_OF[kind] = module
+        return module
 
 
 _DTYPE_OF = {}  # dtype object -> attnkit's name: str() of a numpy dtype costs ~5 us a call
@@ -55,31 +64,38 @@ def _refused(diagnostics):
 _CHECKED_HOST_BYTES = 64 << 20
 
 
+def _bytes(shape, dtype):
+    nbytes = _ITEM_BYTES.get(dtype, 8)
+    for s in shape:
+        nbytes *= int(s)
+    return nbytes
+
+
 def empty(like, shape, dtype, name, fill=None):
     """An array `name` of `shape` and attnkit dtype `dtype` in `like`'s framework and device,
     uninitialised or filled with `fill`. Large host allocations are checked against the memory
     available first (AK1013), and a framework's own out-of-memory error becomes AK1013 (AK6001
     on a GPU)."""
-    nbytes = _ITEM_BYTES.get(dtype, 8)
-    for s in shape:
-        nbytes *= int(s)
     what = lambda: f"the output '{name}' {tuple(int(s) for s in shape)}"  # noqa: E731 (only for messages)
     fw = framework(like)
-    if nbytes >= _CHECKED_HOST_BYTES and device_kind(like) == "cpu":
-        refused = _native.check_host_allocation(what(), min(nbytes, 2**63 - 1))
-        if refused:
-            raise _refused(refused)
+    on_gpu = fw == "cupy" or (fw == "torch" and like.is_cuda)  # device_kind, without a second framework()
+    if not on_gpu:
+        nbytes = _bytes(shape, dtype)
+        if nbytes >= _CHECKED_HOST_BYTES:
+            refused = _native.check_host_allocation(what(), min(nbytes, 2**63 - 1))
+            if refused:
+                raise _refused(refused)
     try:
         a = _allocate(fw, like, shape, dtype, name)
         if fill is not None:
             a[...] = fill
         return a
     except MemoryError:
-        raise _refused([_native.host_allocation_failed(what(), min(nbytes, 2**63 - 1))]) from None
+        raise _refused([_native.host_allocation_failed(what(), min(_bytes(shape, dtype), 2**63 - 1))]) from None
     except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
         if "out of memory" not in str(e).lower():
             raise
-        raise _refused([_native.diagnose("AK6001", {"call": f"allocating {what()} ({nbytes} bytes)",
+        raise _refused([_native.diagnose("AK6001", {"call": f"allocating {what()} ({_bytes(shape, dtype)} bytes)",
                                                     "error": str(e).splitlines()[0]})]) from None
 
 
@@ -87,13 +103,18 @@ _NUMPY_DTYPES = {"fp32": "float32", "fp16": "float16", "uint8": "uint8", "int32"
 _TORCH_DTYPES = {}  # filled on the first torch allocation (importing torch here would load it for numpy users)
 
 
+_torch_empty = None  # torch.empty once torch is in use (an `import torch` statement costs ~0.4 us a call)
+
+
 def _allocate(fw, like, shape, dtype, name):
     if fw == "torch":
-        import torch
-        if not _TORCH_DTYPES:
+        global _torch_empty
+        if _torch_empty is None:
+            import torch
             _TORCH_DTYPES.update({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                                   "uint8": torch.uint8, "int32": torch.int32, "fp64": torch.float64})
-        return torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=like.device)
+            _torch_empty = torch.empty
+        return _torch_empty(shape, dtype=_TORCH_DTYPES[dtype], device=like.device)
     if fw == "cupy":
         import cupy
         return cupy.empty(shape, dtype=_NUMPY_DTYPES[dtype])
@@ -117,17 +138,25 @@ def like(reference, array):
     return array
 
 
+_to_dlpack = None  # torch._C._to_dlpack once torch is in use (False: this torch has none)
+
+
 def native(x):
     """`x` as the native layer takes it: a torch tensor as the DLPack capsule of its data,
     made directly (torch's own __dlpack__ costs ~6 us a tensor in Python, the capsule
     0.7 us: 2026-12-02, H200 host); anything else (and a tensor that needs autograd, which
     __dlpack__ refuses) as itself."""
+    global _to_dlpack
     if x is None or framework(x) != "torch" or x.requires_grad:
         return x
-    import torch
+    if _to_dlpack is None:
+        import torch
+        _to_dlpack = getattr(torch._C, "_to_dlpack", False)
+    if not _to_dlpack:  # a torch without it
+        return x
     try:
-        return torch._C._to_dlpack(x)
-    except (AttributeError, RuntimeError, TypeError):  # a torch without it, or a tensor it does not export
+        return _to_dlpack(x)
+    except (RuntimeError, TypeError):  # a tensor it does not export
         return x
 
 
