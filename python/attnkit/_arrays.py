@@ -43,12 +43,25 @@ def dtype_name(x):
         return name
 
 
-def device_kind(x):
-    if framework(x) == "torch":
+def device_kind(x, fw=None):
+    """'cuda' or 'cpu'; `fw`: framework(x) when the caller has it."""
+    fw = fw or framework(x)
+    if fw == "torch":
         return "cuda" if x.is_cuda else "cpu"
-    if framework(x) == "cupy":
+    if fw == "cupy":
         return "cuda"
     return "cpu"
+
+
+_torch = None  # the torch module once a torch array is seen (an `import torch` statement costs ~0.4 us a call)
+
+
+def _torch_module():
+    global _torch
+    if _torch is None:
+        import torch
+        _torch = torch
+    return _torch
 
 
 _ITEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "uint8": 1, "int32": 4, "fp64": 8}
@@ -78,8 +91,7 @@ def empty(like, shape, dtype, name, fill=None):
     on a GPU)."""
     what = lambda: f"the output '{name}' {tuple(int(s) for s in shape)}"  # noqa: E731 (only for messages)
     fw = framework(like)
-    on_gpu = fw == "cupy" or (fw == "torch" and like.is_cuda)  # device_kind, without a second framework()
-    if not on_gpu:
+    if device_kind(like, fw) == "cpu":
         nbytes = _bytes(shape, dtype)
         if nbytes >= _CHECKED_HOST_BYTES:
             refused = _native.check_host_allocation(what(), min(nbytes, 2**63 - 1))
@@ -103,18 +115,13 @@ _NUMPY_DTYPES = {"fp32": "float32", "fp16": "float16", "uint8": "uint8", "int32"
 _TORCH_DTYPES = {}  # filled on the first torch allocation (importing torch here would load it for numpy users)
 
 
-_torch_empty = None  # torch.empty once torch is in use (an `import torch` statement costs ~0.4 us a call)
-
-
 def _allocate(fw, like, shape, dtype, name):
     if fw == "torch":
-        global _torch_empty
-        if _torch_empty is None:
-            import torch
+        torch = _torch_module()
+        if not _TORCH_DTYPES:
             _TORCH_DTYPES.update({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                                   "uint8": torch.uint8, "int32": torch.int32, "fp64": torch.float64})
-            _torch_empty = torch.empty
-        return _torch_empty(shape, dtype=_TORCH_DTYPES[dtype], device=like.device)
+        return torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=like.device)
     if fw == "cupy":
         import cupy
         return cupy.empty(shape, dtype=_NUMPY_DTYPES[dtype])
@@ -130,15 +137,11 @@ def like(reference, array):
     """A host numpy `array` as an array of `reference`'s framework and device (a copy when it moves)."""
     fw = framework(reference)
     if fw == "torch":
-        import torch
-        return torch.from_numpy(array).to(reference.device)
+        return _torch_module().from_numpy(array).to(reference.device)
     if fw == "cupy":
         import cupy
         return cupy.asarray(array)
     return array
-
-
-_to_dlpack = None  # torch._C._to_dlpack once torch is in use (False: this torch has none)
 
 
 def native(x):
@@ -146,17 +149,11 @@ def native(x):
     made directly (torch's own __dlpack__ costs ~6 us a tensor in Python, the capsule
     0.7 us: 2026-12-02, H200 host); anything else (and a tensor that needs autograd, which
     __dlpack__ refuses) as itself."""
-    global _to_dlpack
     if x is None or framework(x) != "torch" or x.requires_grad:
         return x
-    if _to_dlpack is None:
-        import torch
-        _to_dlpack = getattr(torch._C, "_to_dlpack", False)
-    if not _to_dlpack:  # a torch without it
-        return x
     try:
-        return _to_dlpack(x)
-    except (RuntimeError, TypeError):  # a tensor it does not export
+        return _torch_module()._C._to_dlpack(x)
+    except (AttributeError, RuntimeError, TypeError):  # a torch without it, or a tensor it does not export
         return x
 
 
@@ -164,7 +161,7 @@ def current_stream(x):
     """The CUDA stream handle the caller's framework queues work on (0 = default / CPU)."""
     fw = framework(x)
     if fw == "torch" and x.is_cuda:
-        import torch
+        torch = _torch_module()
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # ~0.3 us; torch.cuda.current_stream ~7 us
         if raw is not None:
             return raw(x.get_device())
