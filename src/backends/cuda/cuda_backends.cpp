@@ -595,21 +595,20 @@ Diagnostics sol_pooled_refusals(const Problem& pooled, const Platform& gpu) {
   return out;
 }
 
-Diagnostics sol_pooled_configure(const Problem& pooled) {
+Result<SolPooledKernel> sol_pooled_kernel(const Problem& pooled, const Platform& gpu) {
   const KernelEntry* entry = find_kernel("fa2solpool", pooled);
-  if (entry == nullptr || entry->configure == nullptr)
-    return diagnose("AK6002", {{"reason", "sol_attn's pooled-key kernel is not in this binary"}});
+  if (entry == nullptr) return sol_pooled_refusals(pooled, gpu);
 #if defined(ATTNKIT_HAS_CUDA)
-  return check_cuda(entry->configure(), "cudaFuncSetAttribute(sol_attn pooled keys)");
-#else
-  return {};
+  if (gpu.detected && entry->configure != nullptr)
+    if (Diagnostics cfg = check_cuda(entry->configure(), "cudaFuncSetAttribute(sol_attn pooled keys)"); !cfg.ok())
+      return cfg;
 #endif
+  return SolPooledKernel{entry->launch};
 }
 
-Diagnostics sol_pooled_launch(const Problem& pooled, const AttentionTensors& t, const SolPooledTerms& terms,
-                              StreamHandle stream) {
-  const KernelEntry* entry = find_kernel("fa2solpool", pooled);
-  if (entry == nullptr || entry->launch == nullptr)
+Diagnostics sol_pooled_launch(const SolPooledKernel& kernel, const Problem& pooled, const AttentionTensors& t,
+                              const SolPooledTerms& terms, StreamHandle stream) {
+  if (kernel.launch == nullptr)
     return diagnose("AK6002", {{"reason", "sol_attn's pooled-key kernel is not in this binary"}});
 #if defined(ATTNKIT_HAS_CUDA)
   AttnParams params = make_attn_params(pooled, t);
@@ -617,9 +616,9 @@ Diagnostics sol_pooled_launch(const Problem& pooled, const AttentionTensors& t, 
   params.sol_q_blocks = terms.q_blocks;
   params.sol_bias_full = terms.bias_full;
   params.sol_bias_last = terms.bias_last;
-  return check_cuda(entry->launch(params, stream), "sol_attn pooled-key launch");
+  return check_cuda(kernel.launch(params, stream), "sol_attn pooled-key launch");
 #else
-  (void)t, (void)terms, (void)stream;
+  (void)pooled, (void)t, (void)terms, (void)stream;
   return diagnose("AK6002", {{"reason", "this build has no CUDA (sol_attn's pooled keys)"}});
 #endif
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "attnkit/backends/backend.hpp"
+#include "backends/cuda/launchers.hpp"
 
 namespace attnkit::cuda {
 
@@ -17,12 +18,17 @@ struct SolPooledTerms {
   float bias_full = 0.0f, bias_last = 0.0f;  // ln(tokens) / scale of a full tile, of the last tile
 };
 
+// The instance for a pooled problem, found once at plan time.
+struct SolPooledKernel {
+  LaunchFn launch = nullptr;  // null: not compiled into this binary (the launch says AK6002)
+};
+
 // Why the pooled instance cannot run `pooled` on `gpu` (none compiled for its dtype / head dims).
 Diagnostics sol_pooled_refusals(const Problem& pooled, const Platform& gpu);
-// Raises the instance's shared-memory limit: at plan time, on the machine that runs it.
-Diagnostics sol_pooled_configure(const Problem& pooled);
+// The instance of `pooled`, its shared-memory limit raised when `gpu` is this machine's.
+Result<SolPooledKernel> sol_pooled_kernel(const Problem& pooled, const Platform& gpu);
 // Queues the pass on `stream`: allocates nothing, waits for nothing.
-Diagnostics sol_pooled_launch(const Problem& pooled, const AttentionTensors& t, const SolPooledTerms& terms,
-                              StreamHandle stream);
+Diagnostics sol_pooled_launch(const SolPooledKernel& kernel, const Problem& pooled, const AttentionTensors& t,
+                              const SolPooledTerms& terms, StreamHandle stream);
 
 }  // namespace attnkit::cuda

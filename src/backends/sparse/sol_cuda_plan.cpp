@@ -94,9 +94,18 @@ struct SolCudaWorkspace {
 
 class SolCudaPlan final : public Plan {
  public:
-  SolCudaPlan(Problem p, SolSettings s, std::unique_ptr<CudaSparseRunner> dense, std::unique_ptr<Plan> exact)
+  SolCudaPlan(Problem p, SolSettings s, std::unique_ptr<CudaSparseRunner> dense, std::unique_ptr<Plan> exact,
+              cuda::SolPooledKernel pooled_kernel)
       : Plan(std::move(p)), settings_(std::move(s)), dense_(std::move(dense)), exact_(std::move(exact)),
-        pooled_(pooled_kernel_problem(problem())), ws_(SolCudaWorkspace::of(problem(), exact_->workspace_bytes())) {}
+        pooled_(pooled_kernel_problem(problem())), pooled_kernel_(pooled_kernel),
+        ws_(SolCudaWorkspace::of(problem(), exact_->workspace_bytes())) {
+    // ln(tokens) / scale of a full tile and of the last one, on the host as the
+    // CPU path computes them (a device log may round otherwise).
+    const Problem& q = problem();
+    const int last = q.seqlen_k - (SolShape::of(q).tiles - 1) * kSolBlock;
+    bias_full_ = static_cast<float>(std::log(static_cast<double>(kSolBlock)) / q.softmax_scale());
+    bias_last_ = static_cast<float>(std::log(static_cast<double>(last)) / q.softmax_scale());
+  }
 
   std::size_t workspace_bytes() const override { return std::max(dense_->workspace_bytes(), ws_.size); }
   Diagnostics run(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override {
@@ -164,21 +173,16 @@ class SolCudaPlan final : public Plan {
     exact.block_indices = make_view(r.indices, DType::i32, {shape.rows * T}, {DeviceKind::cuda, 0});
     if (Diagnostics ran = exact_->run(exact, kernel_ws, stream); !ran.ok()) return ran;
     // 3. The pooled tiles: one mean key / value each, on the tensor cores; the
-    // kept tiles hidden and ln(tokens) added in the kernel (ln on the host, as
-    // the CPU path computes it: a device log may round otherwise).
+    // kept tiles hidden and ln(tokens) added in the kernel.
     AttentionTensors pooled;
     pooled.q = t.q;
     pooled.k = bshd_buffer_view(r.k_pooled, p.dtype, p.layout, B, T, Hkv, p.head_dim_qk);
     pooled.v = bshd_buffer_view(r.v_pooled, p.dtype, p.layout, B, T, Hkv, dv);
     pooled.out = bshd_buffer_view(at(ws_.out_p), p.dtype, p.layout, B, S, Hq, dv);
     pooled.lse = device_view(at(ws_.lse_p), DType::f32, {B, Hq, S}, {S * Hq, 1, Hq});
-    const int last = p.seqlen_k - (static_cast<int>(T) - 1) * kSolBlock;
-    cuda::SolPooledTerms terms;
-    terms.keep = r.keep;
-    terms.q_blocks = shape.nq;
-    terms.bias_full = static_cast<float>(std::log(static_cast<double>(kSolBlock)) / r.scale);
-    terms.bias_last = static_cast<float>(std::log(static_cast<double>(last)) / r.scale);
-    if (Diagnostics ran = cuda::sol_pooled_launch(pooled_, pooled, terms, stream); !ran.ok()) return ran;
+    const cuda::SolPooledTerms terms{r.keep, shape.nq, bias_full_, bias_last_};
+    if (Diagnostics ran = cuda::sol_pooled_launch(pooled_kernel_, pooled_, pooled, terms, stream); !ran.ok())
+      return ran;
     // The pooled part in fp32, where the merge accumulates.
     const dist::DeviceOps* ops = dist::cuda_ops();
     dist::RowCopy widen;
@@ -235,6 +239,8 @@ class SolCudaPlan final : public Plan {
   std::unique_ptr<CudaSparseRunner> dense_;
   std::unique_ptr<Plan> exact_;
   Problem pooled_;  // the pooled-key kernel's (pooled_kernel_problem)
+  cuda::SolPooledKernel pooled_kernel_;
+  float bias_full_ = 0.0f, bias_last_ = 0.0f;
   SolCudaWorkspace ws_;
 };
 
@@ -260,11 +266,10 @@ Result<std::unique_ptr<Plan>> make_sol_cuda_plan(const Problem& p, const Platfor
   if (!dense) return dense.diagnostics();
   auto exact = exact_backend().plan(exact_problem(p), gpu);
   if (!exact) return exact.diagnostics();
-#if defined(ATTNKIT_HAS_CUDA)
-  if (gpu.detected)
-    if (Diagnostics cfg = cuda::sol_pooled_configure(pooled_kernel_problem(p)); !cfg.ok()) return cfg;
-#endif
-  return std::unique_ptr<Plan>(std::make_unique<SolCudaPlan>(p, s, std::move(*dense), std::move(*exact)));
+  auto pooled = cuda::sol_pooled_kernel(pooled_kernel_problem(p), gpu);
+  if (!pooled) return pooled.diagnostics();
+  return std::unique_ptr<Plan>(
+      std::make_unique<SolCudaPlan>(p, s, std::move(*dense), std::move(*exact), *pooled));
 }
 
 Result<SolDeviceLists> sol_cuda_lists(const Plan& plan, Workspace ws) {
