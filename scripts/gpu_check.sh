@@ -17,7 +17,8 @@
 #   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
 #   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
 #   GPU_CHECK_SANITIZE_ALL=1 ...                   # also the whole GPU parity suite under memcheck / racecheck / synccheck
-#     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, to split the whole-suite run over device calls)
+#     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, and GPU_CHECK_SANITIZE_BINS="parity cuda_kernels
+#     sparse_gpu": only these test binaries, to split the whole-suite run over device calls)
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -168,18 +169,21 @@ fi
 # above. Minutes per tool: GPU_CHECK_SANITIZE_TOOLS splits them over calls.
 if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
   step "compute-sanitizer over the whole GPU parity suite"
+  bins=" ${GPU_CHECK_SANITIZE_BINS:-parity cuda_kernels sparse_gpu} "
   for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     sanitizer_env "$tool"
-    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" \
-      --gtest_filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' \
-      > "$LOGS/sanitizer_all_${tool}.log" 2>&1
-    a=$?
-    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" \
-      >> "$LOGS/sanitizer_all_${tool}.log" 2>&1
-    b=$?
-    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
-      >> "$LOGS/sanitizer_all_${tool}.log" 2>&1 || b=$?
-    echo "$tool (whole suite): exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_all_${tool}.log" | tr '\n' ' ')"
+    log="$LOGS/sanitizer_all_${tool}.log"; : > "$log"; a=0; b=0
+    if [[ $bins == *" parity "* ]]; then
+      timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" \
+        --gtest_filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' \
+        >> "$log" 2>&1 || a=$?
+    fi
+    for bin in cuda_kernels sparse_gpu; do
+      [[ $bins == *" $bin "* ]] || continue
+      timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_$bin" >> "$log" 2>&1 || b=$?
+    done
+    echo "$tool (whole suite:${bins% }): exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$log" | tr '\n' ' ')"
+    grep -E '^\[  (PASSED|FAILED) ' "$log" | sort | uniq -c
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
   unset ATTNKIT_TEST_SKIP_BACKENDS
