@@ -38,6 +38,9 @@ struct SolRoute {
 // The largest head dim the routing kernel pools (its shared query mean).
 inline constexpr int kSolMaxHeadDim = 512;
 
+// Lets the routing kernel use the shared memory its larger shapes need (plan
+// time, once per process is enough; not during a graph capture).
+Diagnostics configure_sol_route();
 // Queues the tile means, the routing and the CSR lists.
 Diagnostics sol_route(const SolRoute& s, StreamHandle stream);
 

@@ -268,6 +268,10 @@ Result<std::unique_ptr<Plan>> make_sol_cuda_plan(const Problem& p, const Platfor
   if (!exact) return exact.diagnostics();
   auto pooled = cuda::sol_pooled_kernel(pooled_kernel_problem(p), gpu);
   if (!pooled) return pooled.diagnostics();
+#if defined(ATTNKIT_HAS_CUDA)
+  if (gpu.detected)
+    if (Diagnostics why = cuda::configure_sol_route(); !why.ok()) return why;
+#endif
   return std::unique_ptr<Plan>(
       std::make_unique<SolCudaPlan>(p, s, std::move(*dense), std::move(*exact), *pooled));
 }
