@@ -119,6 +119,39 @@ TEST_F(VideoSparseGpu, SelectionMatchesTheCpuSelection) {
     }
 }
 
+// The same with more cubes than one staged chunk, one warp's ballot and one
+// CTA's 8 query cubes (72 cubes: 2 x 4 x 9, a partial chunk, ballot and CTA),
+// and with exact ties: keys constant over the video, so every key cube of a
+// row scores alike and the lowest cubes are kept (the host's tie rule).
+TEST_F(VideoSparseGpu, SelectionMatchesTheCpuSelectionPastOneChunkAndOnTies) {
+  const Problem p = video_problem({8, 16, 36}, 0, 1, 2, 1, 128, DType::bf16);
+  for (const bool ties : {false, true})
+    for (const VideoSparseSettings& s : settings()) {
+      auto data = video_like_data(p, 72);
+      ASSERT_TRUE(data.ok());
+      AttentionTensors host = data->tensors();
+      if (ties)
+        for (std::int64_t x = 0; x < host.k.numel(); ++x) store_from_double(host.k.data, host.k.dtype, x, 0.25);
+      auto plan = sparse::make_video_sparse_cuda_plan(p, *gpu_, s);
+      ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+      GatedBinding g(host);
+      DeviceWorkspace ws((*plan)->workspace_bytes());
+      ASSERT_EQ(cudaMemset(ws.data, 0xA5, ws.bytes), cudaSuccess);
+      ASSERT_TRUE((*plan)->run(g.dev.t, ws.span(), nullptr).ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      auto lists = sparse::video_sparse_cuda_lists(**plan, ws.span());
+      ASSERT_TRUE(lists.ok());
+      std::vector<std::int32_t> offsets(lists->offsets.numel());
+      cudaMemcpy(offsets.data(), lists->offsets.data, offsets.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
+      std::vector<std::int32_t> indices(std::clamp<std::int64_t>(offsets.back(), 0, lists->indices.numel()));
+      cudaMemcpy(indices.data(), lists->indices.data, indices.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
+      const HostLists want = host_selection(p, s, host);
+      if (ties) EXPECT_EQ(want.margin, 0.0);  // the case is the tie it is meant to be
+      EXPECT_EQ(offsets, want.offsets) << name_of(p) << (ties ? ", ties" : "") << ", sparsity " << s.sparsity;
+      EXPECT_EQ(indices, want.indices) << name_of(p) << (ties ? ", ties" : "") << ", sparsity " << s.sparsity;
+    }
+}
+
 // Outputs against the CPU plan (the GPU's fine pass rounds to q's dtype
 // before the gated coarse output is added) and the fp64 oracle (1e-2 at 16
 // bits, docs/sparse.md), with and without the gate; statistics equal.
