@@ -8,15 +8,15 @@
 #include "kernels/cuda/common/lying_metadata.hpp"
 #include "kernels/cuda/fa2/epilogue.hpp"
 #include "kernels/cuda/fa2/mainloop.hpp"
-#include "kernels/cuda/fa2/sol_pooled.hpp"
 #include "kernels/cuda/common/tile_scheduler.hpp"
+#include "kernels/cuda/fa2/scores.hpp"
 #include "kernels/cuda/fa2/traits.hpp"
 
 namespace attnkit::cuda {
 
 // kBlockSparse: the key tiles are the block-sparse lists' (AttnParams
 // block_offsets / block_indices) within the dense range. Scores: what else
-// enters the raw scores after fa2's mask (fa2/sol_pooled.hpp).
+// enters the raw scores after fa2's mask (fa2/scores.hpp).
 template <class Traits, bool kBlockSparse = false, class Scores = PlainScores>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) fa2_forward_kernel(const __grid_constant__ AttnParams p) {
   using T = typename Traits::T;

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda_types.hpp"
 #include "kernels/cuda/fa2/kernel.hpp"
+#include "kernels/cuda/fa2/sol_pooled.hpp"
 
 namespace attnkit::cuda {
 
@@ -31,7 +32,7 @@ cudaError_t fa2_launch(const AttnParams& p_in, cudaStream_t stream) {
 // Defines <FAMILY>_launch_<TAG>_<QK>_<V> and <FAMILY>_configure_<TAG>_<QK>_<V>
 // (declared in src/backends/cuda/launchers.hpp) for one instances.def entry
 // (QK == V) of an fa2 family: the traits CONFIG<T, QK>::Traits, over
-// block-sparse lists when SPARSE, with the SCORES term (fa2/sol_pooled.hpp).
+// block-sparse lists when SPARSE, with the SCORES policy (fa2/scores.hpp).
 #define AK_DEFINE_FA2_FAMILY_LAUNCHER(FAMILY, CONFIG, SPARSE, TAG, QK, V, SCORES)                        \
   namespace attnkit::cuda {                                                                             \
   static_assert(QK == V, "fa2 runs equal qk and v head dims");                                          \

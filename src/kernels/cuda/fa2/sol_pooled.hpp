@@ -6,19 +6,13 @@
 //   logit = scale * q_i . mean(k_c) + ln(tokens of c),
 // so the raw score q.k gets ln(tokens of c) / scale added before fa2 scales it.
 // The kernel's 64-query tile is one query block (Fa2Q64Config), so the tile
-// reads one row of the kept flags (AttnParams::sol_keep).
+// reads one row of the kept flags (AttnParams::sol_keep). A score policy of
+// fa2/scores.hpp.
 #include <cmath>
 
 #include "kernels/cuda/params.hpp"
 
 namespace attnkit::cuda {
-
-// The scores as fa2 computes them (AttnParams holds no extra per-key term).
-struct PlainScores {
-  static constexpr bool kModifies = false;
-  template <class Traits, class SFrag>
-  static __device__ __forceinline__ void apply(SFrag&, const AttnParams&, int, int, int, int) {}
-};
 
 struct SolPooledScores {
   static constexpr bool kModifies = true;
