@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "attnkit/core/error_stats.hpp"
@@ -93,6 +94,19 @@ TEST(VideoSparseGpuInputs, DecisionsAreFarFromTies) {
 #if defined(ATTNKIT_HAS_CUDA)
 using VideoSparseGpu = OnGpu;
 
+// The CSR lists a CUDA plan's last run wrote into `ws`, on the host (empty on a failure, which is reported).
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> device_lists(const Plan& plan, DeviceWorkspace& ws) {
+  auto lists = sparse::video_sparse_cuda_lists(plan, ws.span());
+  EXPECT_TRUE(lists.ok());
+  if (!lists.ok()) return {};
+  std::vector<std::int32_t> offsets(lists->offsets.numel());
+  cudaMemcpy(offsets.data(), lists->offsets.data, offsets.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
+  const std::int64_t listed = offsets.empty() ? 0 : offsets.back();
+  std::vector<std::int32_t> indices(std::clamp<std::int64_t>(listed, 0, lists->indices.numel()));
+  cudaMemcpy(indices.data(), lists->indices.data, indices.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
+  return {offsets, indices};
+}
+
 // The device selection writes exactly the host selection's lists.
 TEST_F(VideoSparseGpu, SelectionMatchesTheCpuSelection) {
   for (const Problem& p : problems())
@@ -107,12 +121,7 @@ TEST_F(VideoSparseGpu, SelectionMatchesTheCpuSelection) {
       const Diagnostics ran = (*plan)->run(g.dev.t, ws.span(), nullptr);
       ASSERT_TRUE(ran.ok()) << ran.summary();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      auto lists = sparse::video_sparse_cuda_lists(**plan, ws.span());
-      ASSERT_TRUE(lists.ok());
-      std::vector<std::int32_t> offsets(lists->offsets.numel());
-      cudaMemcpy(offsets.data(), lists->offsets.data, offsets.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
-      std::vector<std::int32_t> indices(std::clamp<std::int64_t>(offsets.back(), 0, lists->indices.numel()));
-      cudaMemcpy(indices.data(), lists->indices.data, indices.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
+      const auto [offsets, indices] = device_lists(**plan, ws);
       const HostLists want = host_selection(p, s, data->tensors());
       EXPECT_EQ(offsets, want.offsets) << name_of(p) << ", sparsity " << s.sparsity;
       EXPECT_EQ(indices, want.indices) << name_of(p) << ", sparsity " << s.sparsity;
@@ -139,12 +148,7 @@ TEST_F(VideoSparseGpu, SelectionMatchesTheCpuSelectionPastOneChunkAndOnTies) {
       ASSERT_EQ(cudaMemset(ws.data, 0xA5, ws.bytes), cudaSuccess);
       ASSERT_TRUE((*plan)->run(g.dev.t, ws.span(), nullptr).ok());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      auto lists = sparse::video_sparse_cuda_lists(**plan, ws.span());
-      ASSERT_TRUE(lists.ok());
-      std::vector<std::int32_t> offsets(lists->offsets.numel());
-      cudaMemcpy(offsets.data(), lists->offsets.data, offsets.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
-      std::vector<std::int32_t> indices(std::clamp<std::int64_t>(offsets.back(), 0, lists->indices.numel()));
-      cudaMemcpy(indices.data(), lists->indices.data, indices.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
+      const auto [offsets, indices] = device_lists(**plan, ws);
       const HostLists want = host_selection(p, s, host);
       if (ties) EXPECT_EQ(want.margin, 0.0);  // the case is the tie it is meant to be
       EXPECT_EQ(offsets, want.offsets) << name_of(p) << (ties ? ", ties" : "") << ", sparsity " << s.sparsity;

@@ -32,6 +32,18 @@ __device__ __forceinline__ float element(const T* x, const std::int64_t* st, int
 __device__ __forceinline__ float4 row4(const float* row, int c) {  // row + c 16-byte aligned
   return *reinterpret_cast<const float4*>(row + c);
 }
+// acc[c] += row[c] * x for every c, in order.
+template <int D>
+__device__ __forceinline__ void add_scaled_row(float (&acc)[D], const float* row, float x) {
+#pragma unroll
+  for (int c = 0; c < D; c += 4) {
+    const float4 f = row4(row, c);
+    acc[c] += f.x * x;
+    acc[c + 1] += f.y * x;
+    acc[c + 2] += f.z * x;
+    acc[c + 3] += f.w * x;
+  }
+}
 
 template <class T, int D>
 __global__ void __launch_bounds__(D) chunk_state_kernel(HybridLinear a) {
@@ -53,15 +65,7 @@ __global__ void __launch_bounds__(D) chunk_state_kernel(HybridLinear a) {
     __syncthreads();
     fk[e] = feature(k, a.k_strides, b, j, hk, e);
     __syncthreads();
-    const float ve = element(v, a.v_strides, b, j, hk, e);
-#pragma unroll
-    for (int c = 0; c < D; c += 4) {
-      const float4 f = row4(fk, c);
-      acc[c] += f.x * ve;
-      acc[c + 1] += f.y * ve;
-      acc[c + 2] += f.z * ve;
-      acc[c + 3] += f.w * ve;
-    }
+    add_scaled_row(acc, fk, element(v, a.v_strides, b, j, hk, e));
     z += fk[e];
   }
   float* s = a.state + u * (D * D + D);
@@ -118,17 +122,7 @@ __global__ void __launch_bounds__(D) query_kernel(HybridLinear a) {
       z[e] += fk[e];
     }
     __syncthreads();
-    if (a.causal) {
-      const float ve = element(v, a.v_strides, b, i, hk, e);
-#pragma unroll
-      for (int c = 0; c < D; c += 4) {
-        const float4 f = row4(fk, c);
-        acc[c] += f.x * ve;
-        acc[c + 1] += f.y * ve;
-        acc[c + 2] += f.z * ve;
-        acc[c + 3] += f.w * ve;
-      }
-    }
+    if (a.causal) add_scaled_row(acc, fk, element(v, a.v_strides, b, i, hk, e));
     float num = 0.f, den = 0.f;
 #pragma unroll
     for (int c = 0; c < D; c += 4) {
