@@ -7,7 +7,7 @@
 # a short table is last.
 #
 #   OUT=/some/dir scripts/gpu_check.sh            # everything (more than one 600 s device call: on 2026-12-02
-#                                                  # build 95 s, parity 70, sanitizer ~220, cudnn ~100, python ~200,
+#                                                  # build 95 s, parity 70, sanitizer ~220 (three tools at once since 2026-12-02: expect ~100), cudnn ~100, python ~200,
 #                                                  # bench 30-200 by seqlens; so split it, e.g.
 #                                                  # GPU_CHECK_SKIP=python,bench,variants,wheel then
 #                                                  # GPU_CHECK_SKIP=parity,sanitizer,cudnn,dist,variants,wheel)
@@ -144,23 +144,32 @@ if ! skip sanitizer; then
   SMALL_GPU="$SMALL_GPU:CudaLyingMetadata.*"
   SPARSE_ORACLE_HEAVY='SolGpu.RoutingMatchesTheCpuRouting:SolGpu.RoutedCallsMatchTheCpuPlanAndTheOracle:'\
 'VideoSparseGpu.CudaPlanMatchesTheCpuPlanAndTheOracle:HybridWindowGpu.CudaPlanMatchesTheCpuPlanAndTheOracle'
-  for tool in memcheck racecheck synccheck; do
+  # The three tools run at once (their own processes and logs; the machine has the cores): the
+  # step took 211 s one tool after the other (2026-12-02, 16:14 UTC).
+  small_sanitize() {  # one tool over the small-shape list; its two exit codes into sanitizer_<tool>.rc
+    local tool=$1 log="$LOGS/sanitizer_$1.log" a b
     sanitizer_env "$tool"
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" --gtest_filter="$SMALL" \
-      > "$LOGS/sanitizer_${tool}.log" 2>&1
+      > "$log" 2>&1
     a=$?
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" --gtest_filter="$SMALL_GPU" \
-      >> "$LOGS/sanitizer_${tool}.log" 2>&1
+      >> "$log" 2>&1
     b=$?
     # The sparse CUDA paths (sliding tile, sparge, sol, VSA, hybrid) without their tests that
     # spend 10-30 s each in host oracles (SPARSE_ORACLE_HEAVY: GPU_CHECK_SANITIZE_ALL=1 runs
     # them); the rest still launch every kernel these paths have. Saves ~3 of the step's
     # ~7 minutes (2026-12-02).
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
-      --gtest_filter="-SkipSoftmaxGpu.*:$SPARSE_ORACLE_HEAVY" >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
+      --gtest_filter="-SkipSoftmaxGpu.*:$SPARSE_ORACLE_HEAVY" >> "$log" 2>&1 || b=$?
     # The skip-softmax instances (fa3ss) on their own clock: four kernels, larger shapes.
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_sparse_gpu" \
-      --gtest_filter='SkipSoftmaxGpu.*' >> "$LOGS/sanitizer_${tool}.log" 2>&1 || b=$?
+      --gtest_filter='SkipSoftmaxGpu.*' >> "$log" 2>&1 || b=$?
+    echo "$a $b" > "$LOGS/sanitizer_$tool.rc"
+  }
+  for tool in memcheck racecheck synccheck; do small_sanitize "$tool" & done
+  wait
+  for tool in memcheck racecheck synccheck; do
+    read -r a b < "$LOGS/sanitizer_$tool.rc" 2>/dev/null || { a=1; b=1; }
     echo "$tool: exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$LOGS/sanitizer_${tool}.log" | tr '\n' ' ')"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
