@@ -360,6 +360,15 @@ struct Fa3Consumer {
     PFrag pf;
     float alpha[1][2];
     bool keep_pv = true;  // whether the previous tile's P V runs
+    bool rescale_pending = false;  // kDeferRescale: O still owes alpha(n-1), applied before P V(n-1)
+    // kDeferRescale: O *= alpha(n-1) while S(n) runs (no wgmma in flight reads O: P V(n-2) was waited for).
+    auto rescale_in_turn = [&]() {
+      if constexpr (Traits::kDeferRescale) {
+        if (rescale_pending) rescale_rows(o, alpha);
+        fence_registers(o[0]);
+        wgmma_fence();  // O's registers were written after the turn's first fence
+      }
+    };
     mbar_wait(sm.q_full(), ps.q_parity());
 
     // The key tile in a stage: a dense range's is known; a listed one is read
@@ -403,6 +412,7 @@ struct Fa3Consumer {
       wgmma_fence();
       issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
       wgmma_commit();
+      rescale_in_turn();
       if constexpr (kPv) issue_pv(o, pf, sm.v(prev.stage));
       wgmma_commit();  // possibly empty: the wait counts below stay the same
       pass_turn(wg);
@@ -414,7 +424,8 @@ struct Fa3Consumer {
       wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
       fence_registers(o[0]);
       release(sm.v_empty(prev.stage));
-      if (rescale) rescale_rows(o, alpha);
+      if constexpr (Traits::kDeferRescale) rescale_pending = rescale;
+      else if (rescale) rescale_rows(o, alpha);
       to_a_fragments(pf, s);
     };
     for (int it = 1; it < count; ++it) {
@@ -431,6 +442,10 @@ struct Fa3Consumer {
     fence_registers(o[0]);
     take_turn(wg);
     if (!Traits::kSkipSoftmax || keep_pv) {
+      if constexpr (Traits::kDeferRescale) {
+        if (rescale_pending) rescale_rows(o, alpha);
+        fence_registers(o[0]);
+      }
       wgmma_fence();
       issue_pv(o, pf, sm.v(last.stage));
       wgmma_commit();

@@ -18,7 +18,7 @@ namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
           int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0,
-          bool SkipSoftmax = false>
+          bool SkipSoftmax = false, bool DeferRescale = false>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
@@ -44,6 +44,10 @@ struct Fa3Traits {
   // more than -log2(threshold), and a warpgroup none of whose rows keeps a
   // tile skips that tile's P V. The rule needs the exact running max.
   static constexpr bool kSkipSoftmax = SkipSoftmax;
+  // O *= alpha(n-1) inside the turn that issues P V(n-1), while S(n) runs on the
+  // tensor cores (FlashAttention-3's order), instead of after softmax(n-1)
+  // between turns. A bench variant (bench/gpu/fa3_variants.def) until timed.
+  static constexpr bool kDeferRescale = DeferRescale;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
   static constexpr int kTurnBarrier0 = 1;
@@ -84,6 +88,7 @@ struct Fa3Traits {
                 "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
   static_assert(kVoteBarrier0 + kConsumers <= 16, "16 named barriers per CTA");
   static_assert(!SkipSoftmax || RescaleThreshold == 0, "skip-softmax compares tiles with the exact running max");
+  static_assert(!SkipSoftmax || !DeferRescale, "skip-softmax rescales where it decides a tile's P V");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
                 "setmaxnreg takes multiples of 8 in 24..256");
