@@ -15,6 +15,7 @@
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
 #include "attnkit/sparse/video_sparse.hpp"
+#include "attnkit/sparse/video_sparse_rule.hpp"
 #include "backends/sparse/video_sparse_plans.hpp"
 #include "sparse_test_util.hpp"
 #include "video_sparse_oracle.hpp"
@@ -70,6 +71,42 @@ TEST(VideoSparse, TopCubesMatchesASortedBruteForce) {
     std::vector<std::uint32_t> order(n);
     top_cubes(scores, keep, order);
     EXPECT_EQ(std::vector<int>(keep.begin(), keep.end()), want) << "trial " << trial;
+  }
+}
+
+// The GPU's selection rule (vsa_score_key, the cut found bit by bit, vsa_kept_by_cut,
+// as backends/cuda/vsa_select.cu runs them) keeps exactly top_cubes's cubes: scores
+// from a normal draw, few levels (ties), +0 / -0 mixed, and extremes, 1 to 200 cubes.
+TEST(VideoSparse, CutRuleKeepsTheTopCubes) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  const double extremes[] = {-1e300, -7.5, -1e-300, 0.0, -0.0, 1e-300, 2.0, 1e300};
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 200), keep = 1 + static_cast<int>(rng() % n);
+    std::vector<double> scores(n);
+    for (double& x : scores) switch (trial % 4) {
+        case 0: x = normal(rng); break;
+        case 1: x = static_cast<double>(rng() % 5) - 2.0; break;
+        case 2: x = rng() % 2 ? 0.0 : -0.0; break;
+        default: x = extremes[rng() % 8];
+      }
+    std::vector<std::uint64_t> keys(n);
+    std::transform(scores.begin(), scores.end(), keys.begin(), vsa_score_key);
+    const auto reach = [&](std::uint64_t k) { return std::count_if(keys.begin(), keys.end(), [&](auto x) { return x >= k; }); };
+    std::uint64_t cut = 0;
+    for (int bit = 63; bit >= 0; --bit)
+      if (reach(cut | (std::uint64_t{1} << bit)) >= keep) cut |= std::uint64_t{1} << bit;
+    const int above = cut == ~std::uint64_t{0} ? 0 : static_cast<int>(reach(cut + 1));
+    std::vector<std::int32_t> got;
+    int ties = 0;
+    for (int c = 0; c < n; ++c) {
+      if (vsa_kept_by_cut(keys[c], cut, ties, keep, above)) got.push_back(c);
+      ties += keys[c] == cut;
+    }
+    std::vector<std::int32_t> want(keep);
+    std::vector<std::uint32_t> order(n);
+    top_cubes(scores, want, order);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << n << " cubes, keep " << keep;
   }
 }
 

@@ -27,4 +27,24 @@ AK_HOST_DEVICE bool vsa_ranks_before(double sa, std::int64_t a, double sb, std::
   return sa > sb || (sa == sb && a < b);
 }
 
+// The GPU's selection (backends/cuda/vsa_select.cu) keeps the same cubes
+// without ranking each against all others. A score as an unsigned key that
+// orders as the scores do (-0 as +0: vsa_ranks_before does not tell them
+// apart; scores are finite):
+AK_HOST_DEVICE std::uint64_t vsa_score_key(double score) {
+  const double s = score == 0.0 ? 0.0 : score;
+  std::uint64_t bits = 0;
+  static_assert(sizeof bits == sizeof s);
+  __builtin_memcpy(&bits, &s, sizeof bits);
+  return (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
+}
+// With cut = the largest key that at least `keep` keys reach (found bit by
+// bit) and `above` = the keys past it, cube c (key k, of the keys equal to
+// the cut `ties_before` come before it) is kept when
+//   k > cut, or k == cut and ties_before < keep - above,
+// which is vsa_ranks_before's "fewer than keep cubes rank before c".
+AK_HOST_DEVICE bool vsa_kept_by_cut(std::uint64_t key, std::uint64_t cut, int ties_before, int keep, int above) {
+  return key > cut || (key == cut && ties_before < keep - above);
+}
+
 }  // namespace attnkit::sparse

@@ -64,19 +64,12 @@ __global__ void __launch_bounds__(kPoolThreads) pool_kernel(VsaSelect s, std::in
   }
 }
 
-// A score as a key that orders like the score (-0 as +0: the host's == and >
-// do not tell them apart). Scores are finite (q, k, v were checked).
-__device__ __forceinline__ std::uint64_t score_key(double score) {
-  const std::uint64_t bits = static_cast<std::uint64_t>(__double_as_longlong(score == 0.0 ? 0.0 : score));
-  return (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
-}
-
 // How many of the row's scores have a key of at least `key` (every lane gets it).
 __device__ __forceinline__ int warp_count_at_least(const double* score, int nc, std::uint64_t key) {
   int count = 0;
   for (int c0 = 0; c0 < nc; c0 += 32) {
     const int c = c0 + static_cast<int>(threadIdx.x % 32);
-    count += __popc(__ballot_sync(0xffffffffu, c < nc && score_key(score[c]) >= key));
+    count += __popc(__ballot_sync(0xffffffffu, c < nc && sparse::vsa_score_key(score[c]) >= key));
   }
   return count;
 }
@@ -133,22 +126,22 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
     }
     // Keys above the cut are kept; of those equal to it, the lowest cubes up to `keep`.
     const int above = cut == ~std::uint64_t{0} ? 0 : warp_count_at_least(score, nc, cut + 1);
-    int ties_left = s.keep - above, kept = 0;
+    int ties_seen = 0, kept = 0;  // keys equal to the cut in the cubes before this chunk
     double top = -INFINITY;
     std::uint8_t* flag = s.flags + r * nc;
     for (int c0 = 0; c0 < nc; c0 += 32) {
       const int c = c0 + lane;
       const double sc = c < nc ? score[c] : 0.0;
-      const std::uint64_t key = c < nc ? score_key(sc) : 0;
+      const std::uint64_t key = c < nc ? sparse::vsa_score_key(sc) : 0;
       const unsigned tie = __ballot_sync(0xffffffffu, c < nc && key == cut);
-      const int tie_rank = __popc(tie & ((1u << lane) - 1u));
-      const bool k = c < nc && (key > cut || (key == cut && tie_rank < ties_left));
+      const int ties_before = ties_seen + __popc(tie & ((1u << lane) - 1u));
+      const bool k = c < nc && sparse::vsa_kept_by_cut(key, cut, ties_before, s.keep, above);
       if (c < nc) {
         flag[c] = k ? 1 : 0;
         top = fmax(top, sc);
       }
       kept += __popc(__ballot_sync(0xffffffffu, k));
-      ties_left -= __popc(tie);
+      ties_seen += __popc(tie);
     }
     for (int o = 16; o > 0; o >>= 1) top = fmax(top, __shfl_xor_sync(0xffffffffu, top, o));
     double total = 0.0;
