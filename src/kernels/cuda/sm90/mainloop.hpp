@@ -361,13 +361,11 @@ struct Fa3Consumer {
     float alpha[1][2];
     bool keep_pv = true;  // whether the previous tile's P V runs
     bool rescale_pending = false;  // kDeferRescale: O still owes alpha(n-1), applied before P V(n-1)
-    // kDeferRescale: O *= alpha(n-1) while S(n) runs (no wgmma in flight reads O: P V(n-2) was waited for).
-    auto rescale_in_turn = [&]() {
-      if constexpr (Traits::kDeferRescale) {
-        if (rescale_pending) rescale_rows(o, alpha);
-        fence_registers(o[0]);
-        wgmma_fence();  // O's registers were written after the turn's first fence
-      }
+    // kDeferRescale: O *= alpha(n-1) inside the turn that issues P V(n-1) (no wgmma in flight reads O:
+    // P V(n-2) was waited for); the caller's wgmma_fence() then orders O's registers before the wgmma.
+    auto apply_pending_rescale = [&]() {
+      if (rescale_pending) rescale_rows(o, alpha);
+      fence_registers(o[0]);
     };
     mbar_wait(sm.q_full(), ps.q_parity());
 
@@ -412,7 +410,10 @@ struct Fa3Consumer {
       wgmma_fence();
       issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
       wgmma_commit();
-      rescale_in_turn();
+      if constexpr (Traits::kDeferRescale) {
+        apply_pending_rescale();  // while S(n) runs
+        wgmma_fence();            // O's registers were written after the turn's first fence
+      }
       if constexpr (kPv) issue_pv(o, pf, sm.v(prev.stage));
       wgmma_commit();  // possibly empty: the wait counts below stay the same
       pass_turn(wg);
@@ -442,10 +443,7 @@ struct Fa3Consumer {
     fence_registers(o[0]);
     take_turn(wg);
     if (!Traits::kSkipSoftmax || keep_pv) {
-      if constexpr (Traits::kDeferRescale) {
-        if (rescale_pending) rescale_rows(o, alpha);
-        fence_registers(o[0]);
-      }
+      if constexpr (Traits::kDeferRescale) apply_pending_rescale();
       wgmma_fence();
       issue_pv(o, pf, sm.v(last.stage));
       wgmma_commit();
