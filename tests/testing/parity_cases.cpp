@@ -160,15 +160,22 @@ std::vector<ParityCase> parity_cases() {
     ProblemDataOptions o;
     o.mask_density = 0.4;
     o.empty_block_rows = 0.1;
-    Problem a = base(700, 900, 4, 2, 128, DType::bf16);
-    a.block_sparse = BlockSparse{128, 256, 1, 4};
-    a.return_lse = true;
-    add("block_sparse_d128_per_head_bf16", a, o);
-    Problem c = base(640, 600, 4, 4, 128, DType::f16);
-    c.batch = 2;
-    c.mask = MaskKind::causal;
-    c.block_sparse = BlockSparse{256, 128, 2, 1};
-    add("block_sparse_d128_causal_fp16", c, o);
+    // Lists per head with the LSE; causal over two sequences sharing their lists.
+    const auto per_head = [&](const char* name, BlockSparse layout) {
+      Problem a = base(700, 900, 4, 2, 128, DType::bf16);
+      a.block_sparse = layout;
+      a.return_lse = true;
+      add(name, a, o);
+    };
+    const auto causal_pair = [&](const char* name, BlockSparse layout) {
+      Problem c = base(640, 600, 4, 4, 128, DType::f16);
+      c.batch = 2;
+      c.mask = MaskKind::causal;
+      c.block_sparse = layout;
+      add(name, c, o);
+    };
+    per_head("block_sparse_d128_per_head_bf16", {128, 256, 1, 4});
+    causal_pair("block_sparse_d128_causal_fp16", {256, 128, 2, 1});
     Problem w = base(1152, 1152, 2, 1, 128, DType::bf16);
     w.block_sparse = BlockSparse{384, 384, 1, 1};  // 6x8x8 video tiles
     add("block_sparse_d128_tiles384_bf16", w, o);
@@ -182,15 +189,8 @@ std::vector<ParityCase> parity_cases() {
     vo.k_lens = {260, 0, 520};
     add("block_sparse_d128_varlen_bf16", v, vo);
     // 64-key blocks (sparge_attn's): fa3's 64-key-tile instances (fa3bsk64), one or three tiles a block.
-    Problem n = base(700, 900, 4, 2, 128, DType::bf16);
-    n.block_sparse = BlockSparse{128, 64, 1, 4};
-    n.return_lse = true;
-    add("block_sparse_d128_keys64_bf16", n, o);
-    Problem nc = base(640, 600, 4, 4, 128, DType::f16);
-    nc.batch = 2;
-    nc.mask = MaskKind::causal;
-    nc.block_sparse = BlockSparse{256, 192, 2, 1};
-    add("block_sparse_d128_keys192_causal_fp16", nc, o);
+    per_head("block_sparse_d128_keys64_bf16", {128, 64, 1, 4});
+    causal_pair("block_sparse_d128_keys192_causal_fp16", {256, 192, 2, 1});
   }
   // A custom mask.
   {
