@@ -12,7 +12,6 @@
 #include "backends/cuda/csr_lists.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/vsa_select.hpp"
-#include "kernels/cuda/common/math.hpp"
 #include "kernels/cuda/cuda_types.hpp"
 
 namespace attnkit::cuda {
