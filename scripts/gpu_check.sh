@@ -198,7 +198,7 @@ if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
         >> "$log" 2>&1 || b=$?
     done
     echo "$tool (whole suite:${bins% }): exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$log" | tr '\n' ' ')"
-    grep -E '^\[  (PASSED|FAILED) ' "$log" | sort | uniq -c
+    grep -E '^\[  (PASSED|FAILED) ' "$log"
     [[ $a -eq 0 && $b -eq 0 ]] || status=1
   done
   unset ATTNKIT_TEST_SKIP_BACKENDS
