@@ -467,9 +467,7 @@ class CudaBackend final : public Backend {
                            {"compiled", head_dim_pairs(family) + " (qk/v)" + sparse_note}});
       return;
     }
-    // One list per query tile, whole key tiles per listed block (sm90/launch.hpp).
-    if (p.block_sparse && entry->info.block_m > 0 &&
-        (p.block_sparse->block_q % entry->info.block_m != 0 || p.block_sparse->block_k % entry->info.block_n != 0))
+    if (p.block_sparse && !blocks_fit_tiles(*entry, p))
       out.add("AK2117", {{"backend", name_}, {"tile_q", std::to_string(entry->info.block_m)},
                          {"tile_k", std::to_string(entry->info.block_n)},
                          {"block_q", std::to_string(p.block_sparse->block_q)},
@@ -490,11 +488,15 @@ class CudaBackend final : public Backend {
       return families_.sparse_narrow;
     return p.block_sparse ? families_.sparse : p.paged_kv ? families_.paged : family_;
   }
-  // One list per query tile, whole key tiles per listed block (sm90/launch.hpp).
+  // One list per query tile, whole key tiles per listed block (sm90/launch.hpp);
+  // an instance without tiles (block_m 0: sdpa) takes any blocks.
+  static bool blocks_fit_tiles(const KernelEntry& e, const Problem& p) {
+    return e.info.block_m <= 0 ||
+           (p.block_sparse->block_q % e.info.block_m == 0 && p.block_sparse->block_k % e.info.block_n == 0);
+  }
   static bool tiles_the_blocks(const std::string& family, const Problem& p) {
     const KernelEntry* e = find_kernel(family, p);
-    return e != nullptr && e->info.block_m > 0 && p.block_sparse->block_q % e->info.block_m == 0 &&
-           p.block_sparse->block_k % e->info.block_n == 0;
+    return e != nullptr && blocks_fit_tiles(*e, p);
   }
 
   // The skip-softmax instance of `p`, configured and with its counts buffer
