@@ -190,7 +190,7 @@ int execute(const RunOptions& o) {
   auto error = check_against_reference(*data, o.check_heads, r.heads_checked);
   if (!error) return print_diagnostics(error.diagnostics(), o.format);
   r.error = *error;
-  r.bound = rel_l2_bound(problem->out_dtype());
+  r.bound = rel_l2_bound(*problem);
   r.passed = r.error.clean() && r.error.rel_l2 <= r.bound;
 
   if (o.format == "json") {

@@ -129,7 +129,7 @@ int run_parallel(const Problem& global, const ProblemDataOptions& data_options, 
   world.all_gather_host(&mine, sizeof mine, every.data());
   ErrorStats error;
   for (const ErrorStats& e : every) error.merge(e);
-  const double bound = rel_l2_bound(global.out_dtype());
+  const double bound = rel_l2_bound(global);
   const bool passed = error.clean() && error.rel_l2 <= bound;
   const double time_ms = median(times);
   const double tflops = time_ms > 0 ? global.flops() / (time_ms * 1e-3) / 1e12 : 0.0;

@@ -1,8 +1,11 @@
 #include "attnkit/core/error_stats.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <fmt/format.h>
+
+#include "attnkit/core/problem.hpp"
 
 namespace attnkit {
 
@@ -54,6 +57,11 @@ double rel_l2_bound(DType dtype) {
     case DType::bf16: return 1e-2;
     default: return 5e-2;
   }
+}
+
+double rel_l2_bound(const Problem& p) {
+  const double out = rel_l2_bound(p.out_dtype());
+  return p.dtype == DType::f16 || p.dtype == DType::bf16 ? std::max(out, rel_l2_bound(p.dtype)) : out;
 }
 
 std::string describe(const ErrorStats& e) {

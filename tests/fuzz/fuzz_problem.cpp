@@ -211,7 +211,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // (a large scale or large inputs) magnifies it, so the bound grows with the
     // largest possible score; wrong masks or indices miss by O(1).
     const double max_score = p.softmax_scale() * p.q_descale * p.k_descale * p.head_dim_qk * max_abs(t.q) * max_abs(t.k);
-    const double bound = 4 * rel_l2_bound(p.out_dtype()) + 0x1p-20 * max_score;
+    const double bound = 4 * rel_l2_bound(p) + 0x1p-20 * max_score;
     const ErrorStats e = compare_outputs(t.out, ref_t.out);
     if (e.not_finite > 0 || e.rel_l2 > bound) {
       std::fprintf(stderr, "cpu_flash and reference disagree on %s scale %g q_descale %g: %s\n", p.summary().c_str(),

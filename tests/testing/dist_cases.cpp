@@ -99,7 +99,7 @@ RankResult run_rank(const DistCase& c, const DistReference& ref, const dist::Seq
     const HostTensor want_lse = dist::shard_lse(ref.lse.view(), p.layout, sharding, rank);
     result.lse = compare_outputs(shard.lse.view(), want_lse.view());
   }
-  result.bound = rel_l2_bound(p.out_dtype());
+  result.bound = rel_l2_bound(p);
   return result;
 }
 

@@ -21,7 +21,7 @@ void expect_matches_reference(const HostProblemData& data) {
   const ErrorStats out_err = compare(t.out, ref_out.view());
   EXPECT_EQ(out_err.not_finite, 0) << "unwritten or non-finite outputs: " << describe(out_err);
   EXPECT_EQ(out_err.mismatched_infinities, 0) << describe(out_err);
-  EXPECT_LE(out_err.rel_l2, rel_l2_bound(p.out_dtype())) << p.summary() << ": " << describe(out_err);
+  EXPECT_LE(out_err.rel_l2, rel_l2_bound(p)) << p.summary() << ": " << describe(out_err);
   if (p.return_lse) {
     const ErrorStats lse_err = compare(t.lse, ref_lse.view());
     EXPECT_EQ(lse_err.not_finite, 0) << "LSE: " << describe(lse_err);

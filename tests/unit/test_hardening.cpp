@@ -53,7 +53,7 @@ void expect_same_result(const char* name, const Problem& p, const Problem& same_
   ASSERT_TRUE(reference_attention(ref, got.tensors_with_outputs(ref_out.view(), {})).ok());
   const ErrorStats e = compare(got.tensors().out, ref_out.view());
   EXPECT_EQ(e.not_finite, 0) << name << " " << p.summary() << ": " << describe(e);
-  EXPECT_LE(e.rel_l2, rel_l2_bound(p.out_dtype())) << name << " " << p.summary() << ": " << describe(e);
+  EXPECT_LE(e.rel_l2, rel_l2_bound(p)) << name << " " << p.summary() << ": " << describe(e);
 }
 
 Problem small(DType t = DType::f32) { return make_test_problem(33, 70, 4, 2, 32, t); }

@@ -29,6 +29,12 @@ ErrorStats compare_outputs(const TensorView& got, const TensorView& reference);
 
 // The relative L2 bound for outputs stored in `dtype`: fp32 1e-5, 16-bit 1e-2.
 double rel_l2_bound(DType dtype);
+struct Problem;
+// The bound a backend's output for `p` is held to: its output dtype's, or the
+// 16-bit inputs' when the output is wider (an fp32 output of bf16 / fp16
+// inputs: P is rounded to 16 bits for P V on cpu_flash's bf16 path and in the
+// flash kernels, docs/perf/cpu.md).
+double rel_l2_bound(const Problem& p);
 
 std::string describe(const ErrorStats& e);
 
