@@ -99,12 +99,16 @@ template <class Queue>
     result = ::testing::AssertionFailure() << "eager run: " << ran.summary();
   } else {
     eager = dev.out();
-    cudaMemset(dev.t.out.data, 0xFF, dev.t.out.span_bytes());
-    cudaMemset(ws.data, 0xFF, ws.bytes);
-    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess)
+    // On the capture stream: a plain cudaMemset goes to the legacy stream,
+    // which a non-blocking stream does not wait for, so the poison could land
+    // after the replay (seen under ctest -j on the H200, 2026-12-02).
+    if (cudaMemsetAsync(dev.t.out.data, 0xFF, dev.t.out.span_bytes(), stream) != cudaSuccess ||
+        cudaMemsetAsync(ws.data, 0xFF, ws.bytes, stream) != cudaSuccess || cudaStreamSynchronize(stream) != cudaSuccess)
+      result = ::testing::AssertionFailure() << "cannot poison the output and workspace";
+    else if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess)
       result = ::testing::AssertionFailure() << "cannot capture";
-    const Diagnostics ran_captured = queue(stream);
-    if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || !ran_captured.ok())
+    else if (const Diagnostics ran_captured = queue(stream);
+             cudaStreamEndCapture(stream, &graph) != cudaSuccess || !ran_captured.ok())
       result = ::testing::AssertionFailure() << "capture: " << ran_captured.summary();
     else if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess || cudaGraphLaunch(exec, stream) != cudaSuccess ||
              cudaStreamSynchronize(stream) != cudaSuccess)
