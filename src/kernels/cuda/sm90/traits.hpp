@@ -46,7 +46,7 @@ struct Fa3Traits {
   static constexpr bool kSkipSoftmax = SkipSoftmax;
   // O *= alpha(n-1) inside the turn that issues P V(n-1), while S(n) runs on the
   // tensor cores (FlashAttention-3's order), instead of after softmax(n-1)
-  // between turns. A bench variant (bench/gpu/fa3_variants.def) until timed.
+  // between turns. Shipped where it measured faster (Fa3Config below).
   static constexpr bool kDeferRescale = DeferRescale;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
@@ -102,12 +102,17 @@ struct Fa3Traits {
 // s2k-16k non-causal); d128 128 x 128 with ping-pong (+10% at s16k over no
 // ping-pong; 176-key tiles measured equal within noise); d256 128 x 80 without
 // ping-pong (FlashAttention-3's choice; equal or +2%) and lazy rescaling
-// (+4-7% at every measured point).
+// (+4-7% at every measured point). The deferred rescale of O: d64 +1-3% at
+// every point of s1k-16k, d256 +0-5% (s16k full +5%), d128 128 x 128 -2-3%
+// (H200, 2026-12-02; the 176-key d128 tile gains 2-12% from it, gpu-fa3.md).
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
 template <class T>
-struct Fa3Config<T, 64, 64> { using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160>; };
+struct Fa3Config<T, 64, 64> {
+  using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
+};
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
 template <class T>
@@ -116,7 +121,8 @@ template <class T>
 struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
 template <class T>
 struct Fa3Config<T, 256, 256> {
-  using Traits = Fa3Traits<T, 256, 256, 128, 80, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, /*Lazy=*/8>;
+  using Traits = Fa3Traits<T, 256, 256, 128, 80, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, /*Lazy=*/8,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
 };
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
