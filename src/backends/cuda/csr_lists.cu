@@ -1,8 +1,6 @@
 // CSR lists from keep flags (csr_lists.hpp).
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
 #include "backends/cuda/csr_lists.hpp"
 #include "backends/cuda/device.hpp"
 
@@ -11,7 +9,6 @@ namespace {
 
 constexpr int kScanThreads = 1024;
 constexpr int kWarpsPerCta = 8;
-constexpr std::int64_t kMaxGrid = 1 << 16;  // grid-stride loops beyond
 
 // offsets[0] = 0, offsets[r + 1] = counts[0] + ... + counts[r]: one CTA,
 // each thread a contiguous chunk of rows.
@@ -62,7 +59,7 @@ Diagnostics csr_from_flags(const CsrFromFlags& c, StreamHandle stream) {
   auto st = static_cast<cudaStream_t>(stream);
   offsets_kernel<<<1, kScanThreads, 0, st>>>(c);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "CSR offsets launch"); !why.ok()) return why;
-  const auto grid = static_cast<unsigned>(std::clamp<std::int64_t>((c.rows + kWarpsPerCta - 1) / kWarpsPerCta, 1, kMaxGrid));
+  const unsigned grid = stride_loop_grid((c.rows + kWarpsPerCta - 1) / kWarpsPerCta);
   indices_kernel<<<grid, 32 * kWarpsPerCta, 0, st>>>(c);
   return check_cuda(cudaGetLastError(), "CSR indices launch");
 }

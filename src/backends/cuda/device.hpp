@@ -4,6 +4,7 @@
 // to choose tiles. Compiled only when CUDA is (device.cu); host glue guards its
 // uses with ATTNKIT_HAS_CUDA.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,14 @@ namespace attnkit::cuda {
 // AK6001 "CUDA call {call} failed: {error}" when `error` (a cudaError_t) is not
 // success; empty otherwise. Clears the sticky last-error state it reports.
 Diagnostics check_cuda(int error, std::string_view call);
+
+// The grid of a grid-stride kernel over `work` units (one CTA a unit): at
+// least 1 and at most 2^16 CTAs, which walk the rest in strides. 2^16 keeps
+// the grid well inside gridDim.x's 2^31 - 1 with every SM full many times.
+inline unsigned stride_loop_grid(std::int64_t work) {
+  constexpr std::int64_t kMaxGrid = std::int64_t{1} << 16;
+  return static_cast<unsigned>(work < 1 ? 1 : work > kMaxGrid ? kMaxGrid : work);
+}
 
 struct DeviceProperties {
   int index = 0;

@@ -25,12 +25,9 @@ constexpr int kPoolThreads = 128;
 // Loads issued together before their (ordered) sums: as one loop nvcc kept
 // one query load in flight (each term's division branches) and about two k_mean loads.
 constexpr int kQueryBatch = 16, kStageBatch = 8;
-constexpr std::int64_t kMaxGrid = 1 << 16;  // grid-stride loops beyond
 // The routing CTA keeps its rows' scores in shared memory while its bytes stay
 // within this (every sm_80+ GPU opts in to at least 99 KB a CTA), else in s.z.
 constexpr std::size_t kScoresInSharedLimit = 96 << 10;
-
-unsigned grid_for(std::int64_t work) { return static_cast<unsigned>(std::clamp<std::int64_t>(work, 1, kMaxGrid)); }
 
 // The routing CTA's dynamic shared memory: its rows' query means, their scores
 // (when kept there) and one chunk of mean keys in rows of d + 1 floats.
@@ -172,14 +169,14 @@ Diagnostics queue(const SolRoute& s, cudaStream_t st) {
   const int nq = num_blocks(s.seqlen, kSolBlock), tiles = num_blocks(s.seqlen, kSolBlock);
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads_q * nq;
   const std::int64_t units = static_cast<std::int64_t>(s.batch) * tiles * s.heads_kv;
-  pool_kv_kernel<T><<<grid_for(units), kPoolThreads, 0, st>>>(s, tiles);
+  pool_kv_kernel<T><<<stride_loop_grid(units), kPoolThreads, 0, st>>>(s, tiles);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "sol tile means launch"); !why.ok()) return why;
   const std::int64_t ctas = static_cast<std::int64_t>(s.batch) * s.heads_kv *
                             num_blocks(s.heads_q / s.heads_kv * nq, kRows);
   const bool scores_in_shared = route_smem_bytes(s.head_dim, tiles, true) <= kScoresInSharedLimit;
   const std::size_t bytes = route_smem_bytes(s.head_dim, tiles, scores_in_shared);
   auto* kernel = scores_in_shared ? route_kernel<T, true> : route_kernel<T, false>;  // configure_sol_route() raised its limit
-  kernel<<<grid_for(ctas), kThreads, bytes, st>>>(s, nq, tiles);
+  kernel<<<stride_loop_grid(ctas), kThreads, bytes, st>>>(s, nq, tiles);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "sol routing launch"); !why.ok()) return why;
   return csr_from_flags({s.keep, s.counts, s.offsets, s.indices, rows, tiles}, st);
 }

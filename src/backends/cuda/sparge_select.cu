@@ -3,7 +3,6 @@
 // these sums unfused, and the means, norms and scores must round alike.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "attnkit/core/block_sparse.hpp"
@@ -22,7 +21,6 @@ constexpr int kMaxRows = 128;  // the larger of the two block sizes (SpargeSetti
 constexpr int kRowPad = 2;
 constexpr int kPoolThreads = 128;
 constexpr int kSelectThreads = 256;
-constexpr int kMaxGrid = 1 << 16;  // grid-stride loops beyond
 
 int pow2_at_least(int n) {
   int p = 1;
@@ -207,8 +205,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SpargeSelect s, 
   }
 }
 
-unsigned grid_for(std::int64_t work) { return static_cast<unsigned>(std::clamp<std::int64_t>(work, 1, kMaxGrid)); }
-
 }  // namespace
 
 std::size_t sparge_select_smem_bytes(int key_blocks, int head_dim) {
@@ -229,11 +225,11 @@ Diagnostics sparge_select(const SpargeSelect& s, StreamHandle stream) {
   const std::int64_t units = static_cast<std::int64_t>(s.batch) * s.heads_kv * nk;
   if (rows == 0) return {};
   if (s.dtype == DType::bf16)
-    pool_kernel<__nv_bfloat16><<<grid_for(rows + units), kPoolThreads, 0, st>>>(s, rows, units);
+    pool_kernel<__nv_bfloat16><<<stride_loop_grid(rows + units), kPoolThreads, 0, st>>>(s, rows, units);
   else
-    pool_kernel<__half><<<grid_for(rows + units), kPoolThreads, 0, st>>>(s, rows, units);
+    pool_kernel<__half><<<stride_loop_grid(rows + units), kPoolThreads, 0, st>>>(s, rows, units);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "sparge pool launch"); !why.ok()) return why;
-  select_kernel<<<grid_for(rows), kSelectThreads, sparge_select_smem_bytes(nk, s.head_dim), st>>>(
+  select_kernel<<<stride_loop_grid(rows), kSelectThreads, sparge_select_smem_bytes(nk, s.head_dim), st>>>(
       s, rows, pow2_at_least(nk));
   if (Diagnostics why = check_cuda(cudaGetLastError(), "sparge select launch"); !why.ok()) return why;
   return csr_from_flags({s.keep, s.counts, s.offsets, s.indices, rows, nk}, stream);

@@ -4,7 +4,6 @@
 // (sparse/video_sparse.cpp pool_cubes, video_sparse_backend.cpp).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "attnkit/core/attention_tensors.hpp"
@@ -20,14 +19,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kPoolThreads = 128;
 constexpr int kCubeTokens = 64;  // 4 x 4 x 4 (VideoSparseSettings::kCube)
-constexpr std::int64_t kMaxGrid = 1 << 16;  // grid-stride loops beyond
 // The coarse pass: one warp per query cube, kRowsPerCta query cubes of one
 // (sequence, head) per CTA sharing each staged chunk of kChunk key-cube means.
 constexpr int kRowsPerCta = kThreads / 32;
 constexpr int kChunk = 32;
 constexpr int kMaxCoarseDim = 256;  // q_s + k_s stay under 48 KB of shared memory
-
-unsigned grid_for(std::int64_t work) { return static_cast<unsigned>(std::clamp<std::int64_t>(work, 1, kMaxGrid)); }
 
 // One CTA per cube of one (sequence, head) slice of q, k or v (q's first,
 // then k's, then v's): each thread a dim, summing the cube's tokens in tile
@@ -184,11 +180,11 @@ Diagnostics queue(const VsaSelect& s, cudaStream_t st) {
   const int nc = s.cubes.tiles();
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads_q * nc;
   const std::int64_t kv = static_cast<std::int64_t>(s.batch) * s.heads_kv * nc;
-  pool_kernel<T><<<grid_for(rows + 2 * kv), kPoolThreads, 0, st>>>(s, rows, kv);
+  pool_kernel<T><<<stride_loop_grid(rows + 2 * kv), kPoolThreads, 0, st>>>(s, rows, kv);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "video_sparse cube means launch"); !why.ok()) return why;
   const std::int64_t groups = static_cast<std::int64_t>(s.batch) * s.heads_q * ((nc + kRowsPerCta - 1) / kRowsPerCta);
   const std::size_t smem = sizeof(float) * (kRowsPerCta * s.head_dim + kChunk * (s.head_dim + 1));
-  coarse_kernel<<<grid_for(groups), kThreads, smem, st>>>(s, groups);
+  coarse_kernel<<<stride_loop_grid(groups), kThreads, smem, st>>>(s, groups);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "video_sparse coarse pass launch"); !why.ok()) return why;
   return csr_from_flags({s.flags, s.counts, s.offsets, s.indices, rows, nc}, st);
 }
@@ -211,7 +207,7 @@ Diagnostics vsa_combine(const VsaCombine& c, StreamHandle stream) {
   const std::int64_t total = static_cast<std::int64_t>(c.batch) * c.seqlen * c.heads_q * c.head_dim_v;
   if (total == 0) return {};
   auto st = static_cast<cudaStream_t>(stream);
-  const unsigned grid = grid_for(static_cast<std::int64_t>(c.batch) * c.seqlen);
+  const unsigned grid = stride_loop_grid(static_cast<std::int64_t>(c.batch) * c.seqlen);
   if (c.dtype == DType::bf16) combine_kernel<__nv_bfloat16><<<grid, kThreads, 0, st>>>(c);
   else combine_kernel<__half><<<grid, kThreads, 0, st>>>(c);
   return check_cuda(cudaGetLastError(), "video_sparse combine launch");
