@@ -16,8 +16,8 @@ namespace attnkit::cuda {
 // success; empty otherwise. Clears the sticky last-error state it reports.
 Diagnostics check_cuda(int error, std::string_view call);
 
-// The grid of a grid-stride kernel over `work` units (one CTA a unit): at
-// least 1 and at most 2^16 CTAs, which walk the rest in strides. 2^16 keeps
+// The grid of a grid-stride kernel with `work` CTAs' worth of work: at least
+// 1 and at most 2^16 CTAs, which walk the rest in strides. 2^16 keeps
 // the grid well inside gridDim.x's 2^31 - 1 with every SM full many times.
 inline unsigned stride_loop_grid(std::int64_t work) {
   constexpr std::int64_t kMaxGrid = std::int64_t{1} << 16;

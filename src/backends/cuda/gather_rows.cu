@@ -1,7 +1,5 @@
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/gather_rows.hpp"
 
@@ -46,8 +44,8 @@ template <class Word>
 Diagnostics launch(const GatherRows& g, std::int64_t words_per_head, cudaStream_t stream) {
   const std::int64_t total = static_cast<std::int64_t>(g.batch) * g.rows * g.heads * words_per_head;
   if (total == 0) return {};
-  const int blocks = static_cast<int>(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65536));
-  gather_rows_kernel<Word><<<blocks, kThreads, 0, stream>>>(g, words_per_head);
+  const unsigned grid = stride_loop_grid((total + kThreads - 1) / kThreads);
+  gather_rows_kernel<Word><<<grid, kThreads, 0, stream>>>(g, words_per_head);
   return check_cuda(cudaGetLastError(), "gather_rows launch");
 }
 
