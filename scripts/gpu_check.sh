@@ -22,7 +22,10 @@
 #     GPU_CHECK_SANITIZE_KERNELS_FILTER: a gtest filter for test_cuda_kernels. Under racecheck on 2026-12-02
 #     the parity binary took 156 s, CudaBackends.RunIsGraphCapturable alone 459 s, and the 68 fa2 / fa3 /
 #     backend tests before the first long cuda_sdpa case ~130 s: split test_cuda_kernels as
-#     '*/fa2_*:*/fa3_*:Cuda*:-CudaBackends.RunIsGraphCapturable', '*cuda_sdpa*', 'CudaBackends.RunIsGraphCapturable')
+#     '*/fa2_*:*/fa3_*:Cuda*:-CudaBackends.RunIsGraphCapturable', '*cuda_sdpa*', 'CudaBackends.RunIsGraphCapturable';
+#     GPU_CHECK_SANITIZE_SHARDS=8: each (tool, binary) as 8 gtest shards, all run at once, each with its own log
+#     and GPU_CHECK_SANITIZE_TIMEOUT seconds (default 900; one test is never split, so RunIsGraphCapturable
+#     keeps its 459 s))
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -183,23 +186,47 @@ fi
 if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
   step "compute-sanitizer over the whole GPU parity suite"
   bins=" ${GPU_CHECK_SANITIZE_BINS:-parity cuda_kernels sparse_gpu} "
-  for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+  # Each (tool, binary) pair is split into GPU_CHECK_SANITIZE_SHARDS gtest shards
+  # (GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX: every test in exactly one shard) and
+  # every shard runs as its own compute-sanitizer process at once, each with its own
+  # log and timeout (a racecheck'd case of a few hundred CTAs took up to 163 s alone,
+  # 2026-12-02, one process at a time; how much the shards gain on one GPU is for the
+  # device log to say).
+  shards="${GPU_CHECK_SANITIZE_SHARDS:-1}"
+  shard_timeout="${GPU_CHECK_SANITIZE_TIMEOUT:-900}"
+  whole_suite_shard() {  # tool bin shard: one compute-sanitizer process, its exit code in <log>.rc
+    local tool=$1 bin=$2 shard=$3 log="$LOGS/sanitizer_all_$1_$2_$3.log" filter
+    case $bin in
+      parity) filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' ;;
+      cuda_kernels) filter="${GPU_CHECK_SANITIZE_KERNELS_FILTER:-*}" ;;
+      *) filter='*' ;;
+    esac
     sanitizer_env "$tool"
-    log="$LOGS/sanitizer_all_${tool}.log"; : > "$log"; a=0; b=0
-    if [[ $bins == *" parity "* ]]; then
-      timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_parity" \
-        --gtest_filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' \
-        >> "$log" 2>&1 || a=$?
-    fi
-    for bin in cuda_kernels sparse_gpu; do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard timeout "$shard_timeout" \
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_$bin" --gtest_filter="$filter" \
+      > "$log" 2>&1
+    echo $? > "$log.rc"
+  }
+  for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+    for bin in parity cuda_kernels sparse_gpu; do
       [[ $bins == *" $bin "* ]] || continue
-      filter='*'; [[ $bin == cuda_kernels ]] && filter="${GPU_CHECK_SANITIZE_KERNELS_FILTER:-*}"
-      timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_$bin" --gtest_filter="$filter" \
-        >> "$log" 2>&1 || b=$?
+      for ((i = 0; i < shards; ++i)); do whole_suite_shard "$tool" "$bin" "$i" & done
     done
-    echo "$tool (whole suite:${bins% }): exit $a / $b; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$log" | tr '\n' ' ')"
-    grep -E '^\[  (PASSED|FAILED) ' "$log"
-    [[ $a -eq 0 && $b -eq 0 ]] || status=1
+  done
+  wait
+  for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+    for bin in parity cuda_kernels sparse_gpu; do
+      [[ $bins == *" $bin "* ]] || continue
+      for ((i = 0; i < shards; ++i)); do
+        log="$LOGS/sanitizer_all_${tool}_${bin}_$i.log"
+        rc="$(cat "$log.rc" 2>/dev/null || echo missing)"
+        # 124: the shard's timeout; its finished tests still count, the suite is not claimed.
+        echo "$tool $bin shard $i/$shards: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$log" | tr '\n' ' ')" \
+             "$(grep -cE '^\[       OK \]' "$log") ok, $(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$log") failed;" \
+             "$(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
+        [[ $rc == 0 ]] || status=1
+      done
+    done
   done
   unset ATTNKIT_TEST_SKIP_BACKENDS
 fi
