@@ -20,12 +20,10 @@
 #     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, and GPU_CHECK_SANITIZE_BINS="parity cuda_kernels
 #     sparse_gpu": only these test binaries, to split the whole-suite run over device calls;
 #     GPU_CHECK_SANITIZE_KERNELS_FILTER: a gtest filter for test_cuda_kernels. Under racecheck on 2026-12-02
-#     the parity binary took 156 s, CudaBackends.RunIsGraphCapturable alone 459 s, and the 68 fa2 / fa3 /
-#     backend tests before the first long cuda_sdpa case ~130 s: split test_cuda_kernels as
-#     '*/fa2_*:*/fa3_*:Cuda*:-CudaBackends.RunIsGraphCapturable', '*cuda_sdpa*', 'CudaBackends.RunIsGraphCapturable';
-#     GPU_CHECK_SANITIZE_SHARDS=8: each (tool, binary) as 8 gtest shards, all run at once, each with its own log
-#     and GPU_CHECK_SANITIZE_TIMEOUT seconds (default 900; one test is never split, so RunIsGraphCapturable
-#     keeps its 459 s))
+#     the parity binary took 156 s, the graph-capture test of the three backends 459 s (now one case per backend,
+#     Backends/CudaBackendsCapture.RunIsGraphCapturable/*), and the 68 fa2 / fa3 / backend tests before the first
+#     long cuda_sdpa case ~130 s; GPU_CHECK_SANITIZE_SHARDS=8: each (tool, binary) as 8 gtest shards, all run at
+#     once, each with its own log and GPU_CHECK_SANITIZE_TIMEOUT seconds (default 900; a test is never split))
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)

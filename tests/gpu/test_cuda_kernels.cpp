@@ -535,57 +535,63 @@ TEST(CudaDeviceLayer, FailedCallsBecomeCatalogedDiagnostics) {
 // tiles than an H200 has SMs, so fa3 runs its dynamic scheduler: the counter
 // in a poisoned workspace is reset by the launch (its memset is captured too),
 // and a workspace smaller than the plan asks for is refused (AK1110).
-TEST(CudaBackends, RunIsGraphCapturable) {
-  for (const char* name : {"fa3", "fa2", "cuda_sdpa"}) {
-    const Backend* backend = default_registry().find(name);
-    ASSERT_NE(backend, nullptr);
-    const TestPlatform tp = test_platform_for(*backend);
-    if (!tp.platform) GTEST_SKIP() << name << ": " << tp.skip_reason;
-    Problem p = make(2200, 2200, 8, 2, 128, DType::bf16, MaskKind::causal);
-    auto data = HostProblemData::create(p, {});
-    ASSERT_TRUE(data.ok());
-    auto plan = backend->plan(p, *tp.platform);
-    ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-    const DeviceBinding binding(data->tensors());
-    ASSERT_EQ(binding.buffers.size(), 4u) << name << ": q, k, v and out on the device";
-    const AttentionTensors& dev = binding.t;
-    const auto bytes = static_cast<std::size_t>(dev.out.span_bytes());
-    const std::size_t ws_bytes = (*plan)->workspace_bytes();
-    if (std::string(name) == "fa3") EXPECT_GT(ws_bytes, 0u) << "fa3's causal plans ask for the tile counter";
-    DeviceWorkspace ws(ws_bytes);
-    if (ws_bytes > 0) {
-      ASSERT_NE(ws.data, nullptr);
-      ASSERT_EQ(cudaMemset(ws.data, 0xff, ws_bytes), cudaSuccess);
-      EXPECT_TRUE((*plan)->run(dev, {static_cast<std::byte*>(ws.data), ws_bytes - 1}, nullptr).has_code("AK1110"));
-    }
-    cudaStream_t stream;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    ASSERT_TRUE((*plan)->run(dev, ws.span(), stream).ok());
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    std::vector<unsigned char> direct(bytes), replay(bytes);
-    ASSERT_EQ(cudaMemcpy(direct.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    std::memcpy(data->tensors().out.data, direct.data(), bytes);
-    expect_matches_reference(*data);
+// One backend per case, so that sharded sanitizer runs split them (racecheck
+// took 459 s over the three in one test, 2026-12-02).
+class CudaBackendsCapture : public ::testing::TestWithParam<const char*> {};
 
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const Diagnostics captured = (*plan)->run(dev, ws.span(), stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_TRUE(captured.ok()) << captured.summary();
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int replays = 0; replays < 2; ++replays) {  // the second replay finds the counter the first left
-      ASSERT_EQ(cudaMemset(dev.out.data, 0xff, bytes), cudaSuccess);
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(replay.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(std::memcmp(direct.data(), replay.data(), bytes), 0) << name << ": graph replay " << replays << " differs";
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
+TEST_P(CudaBackendsCapture, RunIsGraphCapturable) {
+  const char* name = GetParam();
+  const Backend* backend = default_registry().find(name);
+  ASSERT_NE(backend, nullptr);
+  const TestPlatform tp = test_platform_for(*backend);
+  if (!tp.platform) GTEST_SKIP() << name << ": " << tp.skip_reason;
+  Problem p = make(2200, 2200, 8, 2, 128, DType::bf16, MaskKind::causal);
+  auto data = HostProblemData::create(p, {});
+  ASSERT_TRUE(data.ok());
+  auto plan = backend->plan(p, *tp.platform);
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+  const DeviceBinding binding(data->tensors());
+  ASSERT_EQ(binding.buffers.size(), 4u) << name << ": q, k, v and out on the device";
+  const AttentionTensors& dev = binding.t;
+  const auto bytes = static_cast<std::size_t>(dev.out.span_bytes());
+  const std::size_t ws_bytes = (*plan)->workspace_bytes();
+  if (std::string(name) == "fa3") EXPECT_GT(ws_bytes, 0u) << "fa3's causal plans ask for the tile counter";
+  DeviceWorkspace ws(ws_bytes);
+  if (ws_bytes > 0) {
+    ASSERT_NE(ws.data, nullptr);
+    ASSERT_EQ(cudaMemset(ws.data, 0xff, ws_bytes), cudaSuccess);
+    EXPECT_TRUE((*plan)->run(dev, {static_cast<std::byte*>(ws.data), ws_bytes - 1}, nullptr).has_code("AK1110"));
   }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_TRUE((*plan)->run(dev, ws.span(), stream).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<unsigned char> direct(bytes), replay(bytes);
+  ASSERT_EQ(cudaMemcpy(direct.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  std::memcpy(data->tensors().out.data, direct.data(), bytes);
+  expect_matches_reference(*data);
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Diagnostics captured = (*plan)->run(dev, ws.span(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.summary();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replays = 0; replays < 2; ++replays) {  // the second replay finds the counter the first left
+    ASSERT_EQ(cudaMemset(dev.out.data, 0xff, bytes), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(replay.data(), dev.out.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(direct.data(), replay.data(), bytes), 0) << name << ": graph replay " << replays << " differs";
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CudaBackendsCapture, ::testing::Values("fa3", "fa2", "cuda_sdpa"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // ---- device metadata that lies (issue 20; params.hpp, lying_metadata.hpp).
 // Device-resident cu_seqlens / seqlens_k / block tables are not read on the
