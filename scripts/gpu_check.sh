@@ -23,7 +23,8 @@
 #     the parity binary took 156 s, the graph-capture test of the three backends 459 s (now one case per backend,
 #     Backends/CudaBackendsCapture.RunIsGraphCapturable/*), and the 68 fa2 / fa3 / backend tests before the first
 #     long cuda_sdpa case ~130 s; GPU_CHECK_SANITIZE_SHARDS=8: each (tool, binary) as 8 gtest shards, all run at
-#     once, each with its own log and GPU_CHECK_SANITIZE_TIMEOUT seconds (default 900; a test is never split))
+#     once, each with its own log and GPU_CHECK_SANITIZE_TIMEOUT seconds (default 900; a test is never split;
+#     the default, 1 shard, still runs every (tool, binary) at once))
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -205,16 +206,17 @@ if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
       > "$log" 2>&1
     echo $? > "$log.rc"
   }
-  for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-    for bin in parity cuda_kernels sparse_gpu; do
-      [[ $bins == *" $bin "* ]] || continue
+  tools="${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}"
+  run_bins=()  # the known binaries the caller named, in this order
+  for bin in parity cuda_kernels sparse_gpu; do [[ $bins == *" $bin "* ]] && run_bins+=("$bin"); done
+  for tool in $tools; do
+    for bin in "${run_bins[@]}"; do
       for ((i = 0; i < shards; ++i)); do whole_suite_shard "$tool" "$bin" "$i" & done
     done
   done
   wait
-  for tool in ${GPU_CHECK_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-    for bin in parity cuda_kernels sparse_gpu; do
-      [[ $bins == *" $bin "* ]] || continue
+  for tool in $tools; do
+    for bin in "${run_bins[@]}"; do
       for ((i = 0; i < shards; ++i)); do
         log="$LOGS/sanitizer_all_${tool}_${bin}_$i.log"
         rc="$(cat "$log.rc" 2>/dev/null || echo missing)"
