@@ -67,6 +67,11 @@ CudaKernelInstance info_fa3bsk64(DType dtype, const char* arch) {
 template <int QK, int V>
 CudaKernelInstance info_fa3pg(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3pg"); }
 template <int QK, int V>
+CudaKernelInstance info_fa3wide(DType dtype, const char* arch) {
+  using Tr = typename cuda::sm90::Fa3WideKeysConfig<std::uint16_t, QK, V>::Traits;
+  return {"fa3wide", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
+template <int QK, int V>
 CudaKernelInstance info_fa3ss(DType dtype, const char* arch) {
   using Tr = typename cuda::sm90::Fa3SkipConfig<std::uint16_t, QK, V>::Traits;
   return {"fa3ss", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};

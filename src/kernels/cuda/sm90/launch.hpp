@@ -205,3 +205,5 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
 #define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, false, TAG, QK, V)
 // fa3pg: K and V from a paged cache (AttnParams::block_table).
 #define AK_DEFINE_LAUNCHER_fa3pg(TAG, QK, V) AK_FA3_LAUNCHER(fa3pg, Fa3Config, false, true, TAG, QK, V)
+// fa3wide: dense calls on 176-key tiles (Fa3WideKeysConfig).
+#define AK_DEFINE_LAUNCHER_fa3wide(TAG, QK, V) AK_FA3_LAUNCHER(fa3wide, Fa3WideKeysConfig, false, false, TAG, QK, V)

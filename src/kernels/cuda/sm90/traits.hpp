@@ -100,7 +100,8 @@ struct Fa3Traits {
 // The tile shape per (qk, v) head dims (docs/perf/gpu-fa3.md records what was
 // measured): d64 three consumer warpgroups of 64 rows (+4-16% over two at
 // s2k-16k non-causal); d128 128 x 128 with ping-pong (+10% at s16k over no
-// ping-pong; 176-key tiles measured equal within noise); d256 128 x 80 without
+// ping-pong; 176-key tiles measured equal within noise without the deferred
+// rescale, faster with it: Fa3WideKeysConfig below); d256 128 x 80 without
 // ping-pong (FlashAttention-3's choice; equal or +2%) and lazy rescaling
 // (+4-7% at every measured point). The deferred rescale of O: d64 +1-3% at
 // every point of s1k-16k, d256 +0-5% (s16k full +5%), d128 128 x 128 -2-3%
@@ -126,6 +127,23 @@ struct Fa3Config<T, 256, 256> {
 };
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
+
+// d128 calls without a mask over 1024+ keys, dense (instances.def family
+// fa3wide): 176-key tiles, lazy rescaling, the deferred rescale. Against the
+// 128 x 128 tile (H200, bench_fa2 --variants, 2026-12-02, gpu-fa3.md) full
+// s1k / s4k / s16k 566 / 677 / 717 TFLOP/s vs 551 / 661 / 687; causal 346 /
+// 560 / 702 vs 376 / 559 / 685, so causal calls keep Fa3Config's tile, which
+// stays the d128 shape: 176-key tiles take no 128-key block lists and paged
+// caches only in 8- or 16-row pages.
+template <class T, int HeadDimQK, int HeadDimV>
+struct Fa3WideKeysConfig;
+template <class T>
+struct Fa3WideKeysConfig<T, 128, 128> {
+  using Traits = Fa3Traits<T, 128, 128, 128, 176, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
+};
+// The shortest key rows planned on it: 1024, the shortest measured.
+inline constexpr int kWideKeysMinSeqlenK = 1024;
 
 // Block-sparse lists in 64-key blocks (sparge_attn's; instances.def family
 // fa3bsk64), which the 128-key tiles above cannot take: d128's shape with
