@@ -140,6 +140,8 @@ if ! skip sanitizer; then
   # fa3's dynamic tile scheduler (tile numbers through shared memory, the workspace counter)
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_dynamic_varlen_30_sequences_causal_bf16:"\
 'Gpu/CudaKernels.MatchesReference/fa3_dynamic_160_tiles_window_d64_f16'
+  # fa3's 176-key tiles (fa3wide)
+  SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_wide_keys_varlen_empty_sequences_f16"
   SMALL_GPU="$SMALL_GPU:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_prefill_causal_gqa_lse_bf16:"\
 'GpuPaged/CudaKernels.MatchesReference/fa3_paged256_window_mqa_bf16:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_d256_causal_bf16'
   # device metadata that lies (cu_seqlens, seqlens_k, block tables): clamped, NaN, never out of bounds

@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attnkit/backends/cuda.hpp"
@@ -86,10 +88,13 @@ std::vector<ParityCase> gpu_cases() {
     Problem p = make(1024, 1024, 16, 4, 64, DType::bf16);
     p.batch = 2;
     add("persistent_192_tiles_d64_bf16", p);
-    Problem q = make(900, 1100, 20, 5, 128, DType::f16);
+    Problem q = make(900, 1100, 20, 5, 128, DType::f16);  // on fa3's 176-key tiles (1024+ keys, no mask)
     q.batch = 2;
     q.return_lse = true;
     add("persistent_320_tiles_d128_f16", q);
+    Problem k = make(1000, 1000, 9, 3, 128, DType::bf16);  // under 1024 keys: fa3's 128-key tiles
+    k.batch = 2;
+    add("persistent_144_tiles_d128_k1000_bf16", k);
     Problem r = make(300, 300, 8, 2, 128, DType::bf16);
     r.layout = Layout::thd;
     r.batch = 40;
@@ -134,6 +139,28 @@ std::vector<ParityCase> gpu_cases() {
       o.k_lens.push_back(b % 13 == 6 ? 0 : b == 7 ? 1400 : 1 + (b * 131) % 1400);
     }
     add("dynamic_varlen_30_sequences_causal_bf16", v, o);
+  }
+  {
+    // fa3's 176-key tiles (fa3wide: d128, no mask, 1024+ keys; sequences of
+    // other lengths in a varlen call run there too): key rows that end inside
+    // a 176- and a 128-key tile, GQA / MQA, every optional input, more tiles
+    // than CTAs, sequences without queries or keys.
+    Problem p = make(300, 1500, 8, 2, 128, DType::bf16);
+    p.softcap = 30.0f;
+    p.has_sinks = true;
+    p.return_lse = true;
+    add("wide_keys_k1500_gqa4_softcap_sinks_lse_bf16", p);
+    Problem q = make(600, 1201, 14, 1, 128, DType::bf16);
+    q.batch = 2;
+    add("wide_keys_140_tiles_mqa_bf16", q);
+    Problem r = make(333, 1999, 4, 2, 128, DType::f16);
+    r.layout = Layout::thd;
+    r.batch = 6;
+    r.return_lse = true;
+    ProblemDataOptions o;
+    o.q_lens = {200, 0, 1, 333, 57, 90};
+    o.k_lens = {1030, 0, 300, 1999, 0, 17};
+    add("wide_keys_varlen_empty_sequences_f16", r, o);
   }
   return c;
 }
@@ -248,6 +275,69 @@ TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasks) {
     auto plan = default_registry().find(backend)->plan(p, sm90);
     ASSERT_TRUE(plan.ok()) << backend << ": " << plan.diagnostics().summary();
     EXPECT_EQ((*plan)->workspace_bytes() > 0, wants) << backend << " mask " << static_cast<int>(p.mask);
+  }
+}
+
+// fa3 plans d128 calls without a mask over 1024+ keys, dense, on its 176-key
+// tiles (fa3wide) and every other call on the instance it had; check() judges
+// the instance plan() runs (no device needed: plans for a named platform).
+TEST(CudaBackends, Fa3PlansWideKeyTilesForLongUnmaskedDenseCalls) {
+  int wide_lines = 0;
+  for (const CudaKernelInstance& i : cuda_kernel_instances())
+    if (i.family == "fa3wide") {
+      ++wide_lines;
+      EXPECT_EQ(i.arch, "sm90a");
+      EXPECT_EQ(std::pair(i.head_dim_qk, i.head_dim_v), std::pair(128, 128));
+      EXPECT_EQ(std::pair(i.block_m, i.block_n), std::pair(128, 176));
+    }
+  EXPECT_EQ(wide_lines, 2) << "fa3wide: fp16 and bf16";
+
+  const Backend* fa3 = default_registry().find("fa3");
+  Platform sm90;
+  sm90.kind = PlatformKind::cuda;
+  sm90.sm = 90;
+  auto instance = [&](const Problem& p) -> std::string {
+    const Diagnostics why = fa3->check(p, sm90);
+    if (!why.empty()) return "refused: " + why.summary();
+    auto plan = fa3->plan(p, sm90);
+    if (!plan.ok()) return "plan refused: " + plan.diagnostics().summary();
+    const std::optional<CudaKernelInstance> i = cuda_planned_instance(*fa3, p);
+    if (!i) return "no instance";
+    return i->family + " " + std::to_string(i->block_m) + "x" + std::to_string(i->block_n);
+  };
+  const Problem full = make(2048, 2048, 4, 4, 128, DType::bf16);
+  EXPECT_EQ(instance(full), "fa3wide 128x176");
+  Problem f16 = make(16, 1024, 8, 2, 128, DType::f16);  // the shortest key rows it takes, GQA, few queries
+  f16.softcap = 30.0f;
+  f16.has_sinks = f16.return_lse = true;
+  EXPECT_EQ(instance(f16), "fa3wide 128x176");
+  Problem varlen = full;  // the longest sequence decides
+  varlen.layout = Layout::thd;
+  varlen.batch = 3;
+  EXPECT_EQ(instance(varlen), "fa3wide 128x176");
+
+  EXPECT_EQ(instance(make(2048, 1023, 4, 4, 128, DType::bf16)), "fa3 128x128");
+  EXPECT_EQ(instance(make(512, 512, 4, 4, 128, DType::bf16)), "fa3 128x128");
+  EXPECT_EQ(instance(make(2048, 2048, 4, 4, 128, DType::bf16, MaskKind::causal)), "fa3 128x128");
+  Problem window = make(2048, 2048, 4, 4, 128, DType::bf16, MaskKind::sliding_window);
+  window.window = {256, 0};
+  EXPECT_EQ(instance(window), "fa3 128x128");
+  Problem paged = full;
+  paged.paged_kv = PagedKv{64};
+  EXPECT_EQ(instance(paged), "fa3pg 128x128");
+  Problem sparse = full;
+  sparse.block_sparse = BlockSparse{128, 128, 1, 1};
+  EXPECT_EQ(instance(sparse), "fa3bs 128x128");
+  sparse.block_sparse = BlockSparse{128, 64, 1, 1};
+  EXPECT_EQ(instance(sparse), "fa3bsk64 128x64");
+  EXPECT_EQ(instance(make(2048, 2048, 4, 4, 64, DType::bf16)), "fa3 192x128");
+  EXPECT_EQ(instance(make(2048, 2048, 4, 4, 256, DType::bf16)), "fa3 128x80");
+  EXPECT_EQ(instance(make(2048, 2048, 4, 4, 192, DType::bf16)), "fa3 128x96");
+  // The GPU cases meant for each d128 dense instance run there.
+  for (const ParityCase& c : gpu_cases()) {
+    const bool wide = c.name.rfind("wide_keys_", 0) == 0 || c.name == "persistent_320_tiles_d128_f16";
+    if (wide || c.name == "persistent_144_tiles_d128_k1000_bf16")
+      EXPECT_EQ(instance(c.problem), wide ? "fa3wide 128x176" : "fa3 128x128") << c.name;
   }
 }
 

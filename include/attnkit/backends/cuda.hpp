@@ -10,6 +10,7 @@
 // --platform cuda:sm90` validates without a GPU); `built` says whether this
 // binary carries the kernels.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@ std::unique_ptr<Backend> make_cuda_sdpa_backend();
 // One line of the kernel instance table (src/kernels/cuda/instances.def),
 // whether or not this build compiled it.
 struct CudaKernelInstance {
-  std::string family;  // "fa2", "fa3", "sdpa", "fa2bs" / "fa3bs" (block-sparse)
+  std::string family;  // "fa2", "fa3", "sdpa", "fa2bs" / "fa3bs" (block-sparse), ... (instances.def)
   std::string arch;    // the compile target: "sm80", "sm90a", "sm70"
   DType dtype;
   int head_dim_qk, head_dim_v;  // 0: any (sdpa)
@@ -35,5 +36,9 @@ struct CudaKernelInstance {
   bool built;                   // this binary carries its kernel
 };
 std::vector<CudaKernelInstance> cuda_kernel_instances();
+// The line a CUDA backend's plan() runs `p` on, as its check() judges it
+// (whether it runs there is check()'s answer); nullopt for another backend or
+// a problem the table has no instance for.
+std::optional<CudaKernelInstance> cuda_planned_instance(const Backend& backend, const Problem& p);
 
 }  // namespace attnkit

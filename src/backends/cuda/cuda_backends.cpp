@@ -394,9 +394,10 @@ class CudaBackend final : public Backend {
   // block-sparse lists and paged caches ("" when the capabilities say none;
   // the family itself when its kernel reads them); sparse_narrow: lists whose
   // blocks the sparse family's tiles do not divide but its tiles do ("": none);
-  // skip: request skip-softmax.
+  // skip: request skip-softmax; wide_keys: the dense calls without a mask over
+  // long key rows, where its instance at the head dims is faster (fa3wide).
   struct Families {
-    std::string sparse = "", sparse_narrow = "", paged = "", skip = "";
+    std::string sparse = "", sparse_narrow = "", paged = "", skip = "", wide_keys = "";
   };
   CudaBackend(std::string name, std::string family, Families families, std::string description, Capabilities caps,
               int alignment)
@@ -421,7 +422,7 @@ class CudaBackend final : public Backend {
     Diagnostics why = validate_problem(p);
     why.append(check(p, platform));
     if (!why.ok()) return why;
-    const KernelEntry* entry = find_kernel(family_for(p), p);  // exists: check() said so
+    const KernelEntry* entry = planned_kernel(p);  // exists: check() said so
     if (Diagnostics dev = require_device(platform); !dev.ok()) return dev;
 #if defined(ATTNKIT_HAS_CUDA)
     // Raising the kernel's dynamic shared-memory limit happens here, once, so
@@ -437,12 +438,16 @@ class CudaBackend final : public Backend {
               (p.head_dim_v != p.head_dim_qk ? "/" + std::to_string(p.head_dim_v) : "") + ", " +
               std::to_string(entry->info.block_m) + "x" + std::to_string(entry->info.block_n) + " tiles";
     if (p.block_sparse) what += ", block-sparse";
+    if (entry->info.family != family_) what += ", " + entry->info.family + " instance";
     auto skip = skip_kernel(p, platform);
     if (!skip) return skip.diagnostics();
     return std::unique_ptr<Plan>(std::make_unique<CudaAttentionPlan>(
         p, name_, entry->launch, alignment_ > 0 ? alignment_ : static_cast<int>(dtype_size(p.dtype)), what + ")",
         std::move(*skip), uses_tile_counter(entry->info.family, p) ? kTileCounterBytes : 0));
   }
+
+  // The instance plan() runs `p` on (null: none in the table; check() says why).
+  const KernelEntry* planned_kernel(const Problem& p) const { return find_kernel(family_for(p), p); }
 
  private:
   // The table's verdict on (dtype, qk, v): no such instance (AK2104 for the
@@ -454,10 +459,11 @@ class CudaBackend final : public Backend {
       return;
     }
     const std::string& family = family_for(p);
-    const KernelEntry* entry = find_kernel(family, p);
+    const KernelEntry* entry = planned_kernel(p);
     const std::string sparse_note = family == family_ ? ""
                                     : p.block_sparse    ? " with block-sparse lists"
-                                                        : " with a paged KV cache";
+                                    : p.paged_kv        ? " with a paged KV cache"
+                                                        : "";
     if (entry == nullptr) {
       std::vector<DType> types;
       for (const KernelEntry& e : kernel_entries())
@@ -491,7 +497,20 @@ class CudaBackend final : public Backend {
     if (p.block_sparse && !families_.sparse_narrow.empty() && !tiles_the_blocks(families_.sparse, p) &&
         tiles_the_blocks(families_.sparse_narrow, p))
       return families_.sparse_narrow;
+    if (runs_on_wide_keys(p)) return families_.wide_keys;
     return p.block_sparse ? families_.sparse : p.paged_kv ? families_.paged : family_;
+  }
+  // Dense calls without a mask over kWideKeysMinSeqlenK+ keys at the wide
+  // family's head dims (sm90/traits.hpp Fa3WideKeysConfig: what was measured).
+  // A speed choice, not a capability: the family's own instance when this
+  // binary has it and not the wide one.
+  bool runs_on_wide_keys(const Problem& p) const {
+    if (families_.wide_keys.empty() || p.block_sparse || p.paged_kv || p.mask != MaskKind::none ||
+        p.seqlen_k < cuda::sm90::kWideKeysMinSeqlenK)
+      return false;
+    const KernelEntry* wide = find_kernel(families_.wide_keys, p);
+    const KernelEntry* own = find_kernel(family_, p);
+    return wide != nullptr && (wide->info.built || own == nullptr || !own->info.built);
   }
   // One list per query tile, whole key tiles per listed block (sm90/launch.hpp);
   // an instance without tiles (block_m 0: sdpa) takes any blocks.
@@ -543,6 +562,13 @@ std::vector<CudaKernelInstance> cuda_kernel_instances() {
   return out;
 }
 
+std::optional<CudaKernelInstance> cuda_planned_instance(const Backend& backend, const Problem& p) {
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
+  const KernelEntry* entry = cuda != nullptr ? cuda->planned_kernel(p) : nullptr;
+  if (entry == nullptr) return std::nullopt;
+  return entry->info;
+}
+
 // Rows, strides and base pointers 16-byte aligned: fa2 loads rows in 16-byte
 // cp.async vectors, fa3's TMA tensor maps require it.
 std::unique_ptr<Backend> make_fa2_backend() {
@@ -567,10 +593,13 @@ std::unique_ptr<Backend> make_fa2_q64_block_sparse_backend() {
 std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
       "fa3", "fa3",
-      CudaBackend::Families{.sparse = "fa3bs", .sparse_narrow = "fa3bsk64", .paged = "fa3pg", .skip = "fa3ss"},
+      CudaBackend::Families{.sparse = "fa3bs", .sparse_narrow = "fa3bsk64", .paged = "fa3pg", .skip = "fa3ss",
+                            .wide_keys = "fa3wide"},
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
-      "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v); block-sparse KV lists at head dims " +
+      "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v; wider key tiles at " + head_dim_pairs("fa3wide") +
+          " for dense calls without a mask over " + std::to_string(cuda::sm90::kWideKeysMinSeqlenK) +
+          "+ keys); block-sparse KV lists at head dims " +
           head_dim_pairs("fa3bs") + " (64-key blocks at " + head_dim_pairs("fa3bsk64") +
           "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
           "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
