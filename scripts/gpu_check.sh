@@ -139,7 +139,8 @@ if ! skip sanitizer; then
   SMALL_GPU="$SMALL_GPU:${SMALL_GPU//fa2_/fa3_}"
   # fa3's dynamic tile scheduler (tile numbers through shared memory, the workspace counter)
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_dynamic_varlen_30_sequences_causal_bf16:"\
-'Gpu/CudaKernels.MatchesReference/fa3_dynamic_160_tiles_window_d64_f16'
+'Gpu/CudaKernels.MatchesReference/fa3_dynamic_160_tiles_window_d64_f16:'\
+'Gpu/CudaKernels.MatchesReference/fa3_dynamic_block_sparse_varlen_12_sequences_f16'
   # fa3's 176-key tiles (fa3wide)
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_wide_keys_varlen_empty_sequences_f16"
   SMALL_GPU="$SMALL_GPU:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_prefill_causal_gqa_lse_bf16:"\
@@ -424,7 +425,8 @@ fi
 # ---- block-sparse video attention (issue 19): attnkit's fa3 over block-sparse
 # lists vs FlexAttention (same block mask), FastVideo's sliding-tile kernels
 # (.whl/fastvideo_kernel-*.whl when carried) and dense cuDNN. Opt-in
-# (GPU_CHECK_SPARSE=1; GPU_CHECK_SPARSE_ONLY=sta_wan,density picks cases; video_backends times
+# (GPU_CHECK_SPARSE=1; GPU_CHECK_SPARSE_ONLY=sta_wan,density picks cases, GPU_CHECK_SPARSE_ARGS=--no-flex
+# drops FlexAttention's compile per case; video_backends times
 # sparge_attn, sol_attn, video_sparse_attn_h3 and hybrid_window_attn_h3 against fa3 dense).
 if [[ "${GPU_CHECK_SPARSE:-0}" == 1 ]]; then
   step "block-sparse: bench_sparse.py (attnkit fa3 sparse vs FlexAttention, FastVideo STA, cuDNN dense)"
@@ -436,7 +438,7 @@ if [[ "${GPU_CHECK_SPARSE:-0}" == 1 ]]; then
   preload=""; [[ "$sp_path" == *akfastvideo* ]] && preload=/tmp/akfastvideo/stub/libak_nccl_stub.so
   PYTHONUNBUFFERED=1 PYTHONPATH="$sp_path" LD_PRELOAD="$preload" \
     timeout 420 python3 "$ROOT/bench/gpu/bench_sparse.py" --json "$OUT/bench_sparse.json" \
-    ${GPU_CHECK_SPARSE_ONLY:+--only $GPU_CHECK_SPARSE_ONLY} > "$LOGS/bench_sparse.log" 2>&1 || status=1
+    ${GPU_CHECK_SPARSE_ONLY:+--only $GPU_CHECK_SPARSE_ONLY} ${GPU_CHECK_SPARSE_ARGS:-} > "$LOGS/bench_sparse.log" 2>&1 || status=1
   grep -vE "Warning|warn" "$LOGS/bench_sparse.log" | tail -40
 fi
 

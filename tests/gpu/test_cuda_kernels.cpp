@@ -141,6 +141,27 @@ std::vector<ParityCase> gpu_cases() {
     add("dynamic_varlen_30_sequences_causal_bf16", v, o);
   }
   {
+    // Block-sparse lists of unequal length (random, empty rows) over more
+    // tiles than CTAs, no mask: fa3 takes them from the workspace counter too;
+    // varlen tiles past a short sequence are skipped unpublished.
+    ProblemDataOptions o;
+    o.mask_density = 0.35;
+    o.empty_block_rows = 0.1;
+    Problem p = make(1100, 1300, 16, 4, 128, DType::bf16);
+    p.block_sparse = BlockSparse{128, 128, 1, 16};
+    p.return_lse = true;
+    add("dynamic_144_tiles_block_sparse_d128_bf16", p, o);
+    Problem v = make(600, 700, 8, 2, 128, DType::f16);
+    v.layout = Layout::thd;
+    v.batch = 12;
+    v.block_sparse = BlockSparse{128, 128, 12, 1};
+    for (int b = 0; b < 12; ++b) {
+      o.q_lens.push_back(b % 5 == 2 ? 0 : b == 3 ? 600 : 1 + (b * 151) % 600);
+      o.k_lens.push_back(b % 7 == 4 ? 0 : b == 3 ? 700 : 1 + (b * 173) % 700);
+    }
+    add("dynamic_block_sparse_varlen_12_sequences_f16", v, o);
+  }
+  {
     // fa3's 176-key tiles (fa3wide: d128, no mask, 1024+ keys; sequences of
     // other lengths in a varlen call run there too): key rows that end inside
     // a 176- and a 128-key tile, GQA / MQA, every optional input, more tiles
@@ -330,6 +351,17 @@ TEST(CudaBackends, Fa3PlansWideKeyTilesForLongUnmaskedDenseCalls) {
   EXPECT_EQ(instance(sparse), "fa3bs 128x128");
   sparse.block_sparse = BlockSparse{128, 64, 1, 1};
   EXPECT_EQ(instance(sparse), "fa3bsk64 128x64");
+  // Block-sparse lists are dealt from the tile counter (sm90/launch.hpp), so
+  // their plans ask for it, as causal plans do; the dense unmasked ones not.
+  for (const BlockSparse layout : {BlockSparse{128, 128, 1, 1}, BlockSparse{128, 64, 1, 1}}) {
+    sparse.block_sparse = layout;
+    auto plan = fa3->plan(sparse, sm90);
+    ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+    EXPECT_GT((*plan)->workspace_bytes(), 0u) << "block_k " << layout.block_k;
+  }
+  auto dense_plan = fa3->plan(full, sm90);
+  ASSERT_TRUE(dense_plan.ok());
+  EXPECT_EQ((*dense_plan)->workspace_bytes(), 0u);
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 64, DType::bf16)), "fa3 192x128");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 256, DType::bf16)), "fa3 128x80");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 192, DType::bf16)), "fa3 128x96");

@@ -167,13 +167,14 @@ struct SkipKernel {
 #endif
 };
 
-// fa3 under causal / window masks hands out its unequal tiles from a counter
-// (sm90/launch.hpp); it lives in the caller's workspace so that plans stay
-// immutable and concurrent runs on two streams do not share it. 4 bytes, plus
-// the slack to align it.
+// fa3 under causal / window masks and over block-sparse lists hands out its
+// unequal tiles from a counter (sm90/launch.hpp); it lives in the caller's
+// workspace so that plans stay immutable and concurrent runs on two streams
+// do not share it. 4 bytes, plus the slack to align it.
 constexpr std::size_t kTileCounterBytes = 16;
 bool uses_tile_counter(const std::string& family, const Problem& p) {
-  return family.rfind("fa3", 0) == 0 && (p.mask == MaskKind::causal || p.mask == MaskKind::sliding_window);
+  return family.rfind("fa3", 0) == 0 &&
+         (p.mask == MaskKind::causal || p.mask == MaskKind::sliding_window || p.block_sparse.has_value());
 }
 
 // One CUDA launch: validates the device binding, builds the device params,
