@@ -280,18 +280,27 @@ TEST(CudaBackends, Fa3PageSizesFollowItsKeyTiles) {
 // table entry is a declared head dim, a pair the table lacks is a coded reason
 // (the same one check() and plan() give), and the arch bounds are the
 // instance arch's.
-// fa3 hands out causal / window tiles from a counter in the caller's
-// workspace; other masks and the other kernels need none (no device needed:
-// a plan for a named platform has its workspace size).
-TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasks) {
+// fa3 hands out causal / window tiles and block-sparse tiles (mask or not)
+// from a counter in the caller's workspace; dense unmasked calls and the
+// other kernels need none (no device needed: a plan for a named platform has
+// its workspace size).
+TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasksAndBlockLists) {
   Platform sm90;
   sm90.kind = PlatformKind::cuda;
   sm90.sm = 90;
   Problem window = make(512, 512, 2, 2, 128, DType::bf16, MaskKind::sliding_window);
   window.window = {64, 0};
+  Problem listed = make(512, 512, 2, 2, 128, DType::bf16);
+  listed.block_sparse = BlockSparse{128, 128, 1, 1};
+  Problem listed64 = listed;  // fa3bsk64
+  listed64.block_sparse = BlockSparse{128, 64, 1, 1};
   for (auto [backend, p, wants] : {std::tuple{"fa3", make(512, 512, 2, 2, 128, DType::bf16, MaskKind::causal), true},
                                    {"fa3", window, true},
+                                   {"fa3", listed, true},
+                                   {"fa3", listed64, true},
                                    {"fa3", make(512, 512, 2, 2, 128, DType::bf16), false},
+                                   {"fa3", make(2048, 2048, 2, 2, 128, DType::bf16), false},  // fa3wide
+                                   {"fa2", listed, false},
                                    {"fa2", make(512, 512, 2, 2, 128, DType::bf16, MaskKind::causal), false}}) {
     auto plan = default_registry().find(backend)->plan(p, sm90);
     ASSERT_TRUE(plan.ok()) << backend << ": " << plan.diagnostics().summary();
@@ -351,17 +360,6 @@ TEST(CudaBackends, Fa3PlansWideKeyTilesForLongUnmaskedDenseCalls) {
   EXPECT_EQ(instance(sparse), "fa3bs 128x128");
   sparse.block_sparse = BlockSparse{128, 64, 1, 1};
   EXPECT_EQ(instance(sparse), "fa3bsk64 128x64");
-  // Block-sparse lists are dealt from the tile counter (sm90/launch.hpp), so
-  // their plans ask for it, as causal plans do; the dense unmasked ones not.
-  for (const BlockSparse layout : {BlockSparse{128, 128, 1, 1}, BlockSparse{128, 64, 1, 1}}) {
-    sparse.block_sparse = layout;
-    auto plan = fa3->plan(sparse, sm90);
-    ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
-    EXPECT_GT((*plan)->workspace_bytes(), 0u) << "block_k " << layout.block_k;
-  }
-  auto dense_plan = fa3->plan(full, sm90);
-  ASSERT_TRUE(dense_plan.ok());
-  EXPECT_EQ((*dense_plan)->workspace_bytes(), 0u);
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 64, DType::bf16)), "fa3 192x128");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 256, DType::bf16)), "fa3 128x80");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 192, DType::bf16)), "fa3 128x96");
