@@ -24,12 +24,13 @@ __device__ __forceinline__ float element(const T* x, const std::int64_t* st, int
 }
 
 // Both kernels walk a chunk's tokens in order, each token's arithmetic
-// depending on the last; the rows of kStage tokens are loaded together first
-// (every thread issuing its column's loads at once), so that a token's global
-// loads are no longer on the serial path. With one token's rows per step and
-// float4 shared reads the two took 1.98 + 3.04 ms at 30720 tokens, 24 heads,
-// d128 (768 CTAs of 960 tokens; H200, 2026-12-02 20:59 UTC; the float4 reads
-// alone changed nothing). The sums keep their order.
+// depending on the last. The chunk-state kernel loads the rows of kStage
+// tokens together first (every thread issuing its column's loads at once), so
+// that a token's global loads are off the serial path: 1.98 -> 1.55 ms at
+// 30720 tokens, 24 heads, d128 (768 CTAs of 960 tokens; H200, 2026-12-03).
+// The query kernel keeps one token a step: staged the same way it took 4.30 ms
+// instead of 3.04 (224 registers, 2 CTAs an SM instead of 3, and two barriers
+// a causal token). The sums keep their order.
 constexpr int kStage = 16;
 
 __device__ __forceinline__ float4 row4(const float* row, int c) {  // row + c 16-byte aligned
@@ -109,11 +110,8 @@ __global__ void __launch_bounds__(kScanThreads) scan_state_kernel(HybridLinear a
 // chunk's queries in order, causal adding key i to the running state first.
 template <class T, int D>
 __global__ void __launch_bounds__(D) query_kernel(HybridLinear a) {
-  __shared__ __align__(16) float fq[kStage][D];
-  __shared__ __align__(16) float fk[kStage][D];
-  __shared__ float sv[kStage][D];  // v[i][e] and the window branch's out[i][e]:
-  __shared__ float sw[kStage][D];  // read by thread e alone
-  __shared__ float sg[kStage];     // the gates
+  __shared__ __align__(16) float fq[D];
+  __shared__ __align__(16) float fk[D];
   __shared__ __align__(16) float z[D];
   const int e = threadIdx.x;
   const std::int64_t u = blockIdx.x;  // ((b * heads_q) + h) * chunks + chunk
@@ -132,46 +130,32 @@ __global__ void __launch_bounds__(D) query_kernel(HybridLinear a) {
   T* out = static_cast<T*>(a.out);
   const std::int64_t i0 = static_cast<std::int64_t>(chunk) * a.chunk,
                      i1 = min(static_cast<std::int64_t>(a.seqlen), i0 + a.chunk);
-  for (std::int64_t s0 = i0; s0 < i1; s0 += kStage) {
-    const int n = static_cast<int>(min(static_cast<std::int64_t>(kStage), i1 - s0));
-    __syncthreads();  // the previous stage's reads are done
-#pragma unroll
-    for (int t = 0; t < kStage; ++t) {
-      if (t < n) {
-        fq[t][e] = feature(q, a.q_strides, b, s0 + t, h, e);
-        if (a.causal) {
-          fk[t][e] = feature(k, a.k_strides, b, s0 + t, hk, e);
-          sv[t][e] = element(v, a.v_strides, b, s0 + t, hk, e);
-        }
-        sw[t][e] = element(window, a.window_strides, b, s0 + t, h, e);
-      }
+  for (std::int64_t i = i0; i < i1; ++i) {
+    __syncthreads();  // the previous query's reads of fq, fk, z are done
+    fq[e] = feature(q, a.q_strides, b, i, h, e);
+    if (a.causal) {
+      fk[e] = feature(k, a.k_strides, b, i, hk, e);
+      z[e] += fk[e];
     }
-    if (e < n) sg[e] = a.gate[gate_offset(a.layout, a.gate_strides, b, h, s0 + e, 0)];
     __syncthreads();
-    for (int t = 0; t < n; ++t) {
-      const std::int64_t i = s0 + t;
-      if (a.causal) {
-        z[e] += fk[t][e];
-        __syncthreads();  // z holds key i for every thread
-        add_scaled_row(acc, fk[t], sv[t][e]);
-      }
-      float num = 0.f, den = 0.f;
+    if (a.causal) add_scaled_row(acc, fk, element(v, a.v_strides, b, i, hk, e));
+    float num = 0.f, den = 0.f;
 #pragma unroll
-      for (int c = 0; c < D; c += 4) {
-        const float4 f = row4(fq[t], c), w = row4(z, c);
-        num += f.x * acc[c];
-        den += f.x * w.x;
-        num += f.y * acc[c + 1];
-        den += f.y * w.y;
-        num += f.z * acc[c + 2];
-        den += f.z * w.z;
-        num += f.w * acc[c + 3];
-        den += f.w * w.w;
-      }
-      out[b * a.out_strides[0] + i * a.out_strides[1] + h * a.out_strides[2] + e] =
-          from_float<T>(sparse::hybrid_combine(sw[t][e], sg[t], num, den));
-      if (a.causal) __syncthreads();  // every thread's reads of z are done before key i + 1 is added
+    for (int c = 0; c < D; c += 4) {
+      const float4 f = row4(fq, c), w = row4(z, c);
+      num += f.x * acc[c];
+      den += f.x * w.x;
+      num += f.y * acc[c + 1];
+      den += f.y * w.y;
+      num += f.z * acc[c + 2];
+      den += f.z * w.z;
+      num += f.w * acc[c + 3];
+      den += f.w * w.w;
     }
+    const float g = a.gate[gate_offset(a.layout, a.gate_strides, b, h, i, 0)];
+    const float soft = element(window, a.window_strides, b, i, h, e);
+    out[b * a.out_strides[0] + i * a.out_strides[1] + h * a.out_strides[2] + e] =
+        from_float<T>(sparse::hybrid_combine(soft, g, num, den));
   }
 }
 
