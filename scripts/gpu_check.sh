@@ -19,12 +19,14 @@
 #   GPU_CHECK_SANITIZE_ALL=1 ...                   # also the whole GPU parity suite under memcheck / racecheck / synccheck
 #     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, and GPU_CHECK_SANITIZE_BINS="parity cuda_kernels
 #     sparse_gpu": only these test binaries, to split the whole-suite run over device calls;
-#     GPU_CHECK_SANITIZE_KERNELS_FILTER: a gtest filter for test_cuda_kernels. Under racecheck on 2026-12-02
+#     GPU_CHECK_SANITIZE_KERNELS_FILTER: a gtest filter for test_cuda_kernels (racecheck's default leaves out
+#     cuda_sdpa's copies of the persistent / dynamic / wide-key cases: see whole_suite_shard). Under racecheck on 2026-12-02
 #     the parity binary took 156 s, the graph-capture test of the three backends 459 s (now one case per backend,
 #     Backends/CudaBackendsCapture.RunIsGraphCapturable/*), and the 68 fa2 / fa3 / backend tests before the first
 #     long cuda_sdpa case ~130 s; GPU_CHECK_SANITIZE_SHARDS=8: each (tool, binary) as 8 gtest shards, all run at
 #     once, each with its own log and GPU_CHECK_SANITIZE_TIMEOUT seconds (default 900; a test is never split;
-#     the default, 1 shard, still runs every (tool, binary) at once))
+#     the default, 1 shard, still runs every (tool, binary) at once; shards do not buy time on one GPU: on
+#     2026-12-03, 3 shards of 6 pairs at once, each third of the parity binary's racecheck took ~300 s))
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
@@ -200,7 +202,15 @@ if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
     local tool=$1 bin=$2 shard=$3 log="$LOGS/sanitizer_all_$1_$2_$3.log" filter
     case $bin in
       parity) filter='AllBackends/Parity.MatchesReference/fa3_*:AllBackends/Parity.MatchesReference/fa2_*:AllBackends/Parity.MatchesReference/cuda_sdpa_*' ;;
-      cuda_kernels) filter="${GPU_CHECK_SANITIZE_KERNELS_FILTER:-*}" ;;
+      cuda_kernels)
+        filter="${GPU_CHECK_SANITIZE_KERNELS_FILTER:-*}"
+        # Under racecheck the generic kernel's copies of the many-tile cases are left
+        # out: those shapes exist for fa3 / fa2's persistent and dynamic walks and
+        # fa3wide's tiles, while cuda_sdpa runs one CTA per query block, the same loop
+        # at any size (its paths, paged / listed / varlen / masks, are racechecked in
+        # the parity binary); up to 163 s each under racecheck alone (2026-12-02).
+        [[ $tool == racecheck && -z "${GPU_CHECK_SANITIZE_KERNELS_FILTER:-}" ]] &&
+          filter='*:-*/cuda_sdpa_persistent_*:*/cuda_sdpa_dynamic_*:*/cuda_sdpa_wide_keys_*' ;;
       *) filter='*' ;;
     esac
     sanitizer_env "$tool"
