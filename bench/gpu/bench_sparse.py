@@ -8,8 +8,9 @@ median). Issue 19's shapes:
                tile kernel shifted inward at the borders (STA's rule): 85% skipped
   window_cut   latents 20x32x48 (30720 tokens), tiles 2x8x8 (128 tokens), a window
                of (2, 1, 2) tiles each side, cut at the borders: 82% skipped
-  *_raster     the same masks on tokens in raster (t, h, w) order: attnkit and
-               FlexAttention reorder to tiles and back (the reorder is timed)
+  *_raster     the same masks on tokens in raster (t, h, w) order: attnkit's
+               sliding_tile_attn reads them in place on sm_90 (fa3bsr), a torch gather
+               around fa3 and FlexAttention reorder to tiles and back (the reorder is timed)
   density      30720 tokens, random block lists at 10..90% density: time should
                follow density, effective TFLOP/s (listed blocks only) vs dense
   video_backends  latents 20x32x48 (30720 tokens, whole 4x4x4 cubes), smooth video-like
@@ -127,9 +128,10 @@ def bench_profile(name, latent, seqlen, layers):
 
 
 def sta_backend_impl(latent, tile, half, rule, seqlen):
-    """attnkit's sliding_tile_attn backend through a Deployment, on raster-order tokens: the backend
-    gathers them into tiles, runs fa3 over its plan-time lists and scatters back (all timed). The
-    profile and the mask strategy (one window for every head, step 20, layer 0) are written here."""
+    """attnkit's sliding_tile_attn backend through a Deployment, on raster-order tokens: on sm_90 fa3bsr
+    reads them in tile-ordered boxes over its plan-time lists and writes out in raster order; elsewhere
+    the backend gathers into tiles and scatters back (all timed). The profile and the mask strategy
+    (one window for every head, step 20, layer 0) are written here."""
     import os
     d, profile = bench_profile("sta", latent, seqlen, layers=1)
     strategy = os.path.join(d, "mask.json")

@@ -2,8 +2,10 @@
 // schedule's lists and the tile permutation uploaded at plan time, the token
 // gathers, fa3 / fa2 over block-sparse lists) against its CPU path on the
 // same inputs, for both window borders, per-head and shared windows and text
-// tokens; dense steps run exactly the dense kernel. Request skip-softmax on
-// fa3 against cpu_flash's rule. Skips without a GPU.
+// tokens; dense steps run exactly the dense kernel. fa3bsr (tile-ordered
+// lists read straight from raster-order tokens) against fa3bs on tile-ordered
+// copies. Request skip-softmax on fa3 against cpu_flash's rule. Skips without
+// a GPU.
 //
 // On the device machine: build-gpu/tests/test_sparse_gpu
 #include <gtest/gtest.h>
@@ -16,6 +18,8 @@
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/core/error_stats.hpp"
+#include "attnkit/core/video_tiles.hpp"
+#include "backends/cuda/raster_tiles.hpp"
 #include "gpu/device_buffers.hpp"
 #include "sparse/sparse_test_util.hpp"
 #include "testing/backend_runner.hpp"
@@ -71,6 +75,10 @@ TEST_F(SlidingTileGpu, CudaPathMatchesTheCpuPath) {
       fill_video_like(p, data->tensors());
       DeviceBinding dev(data->tensors());
       ASSERT_EQ(dev.buffers.size(), 4u);
+      // On sm_90 the lists read the raster-order tokens in place (fa3bsr): no
+      // tile-ordered copies of q, k, v, out in the workspace.
+      if (gpu_->sm == 90)
+        EXPECT_LT((*cuda_plan)->workspace_bytes(), data->tensors().q.span_bytes()) << border;
       DeviceWorkspace ws((*cuda_plan)->workspace_bytes());
       SparsityStats gpu_stats, cpu_stats;
       ASSERT_TRUE((*cuda_plan)->run_at({step, 0, std::nullopt, &gpu_stats}, dev.t, ws.span(), nullptr).ok());
@@ -109,6 +117,106 @@ TEST_F(SlidingTileGpu, DenseStepsRunTheDenseKernelExactly) {
   EXPECT_TRUE(stats.dense);
   const auto x = a.out(), y = b.out();
   EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size()), 0);
+}
+
+// ---- fa3bsr: tile-ordered block lists on raster-order tokens
+
+// Copies rows of every (batch, head) of `from` into `to` (host views of one
+// shape, BSHD / BHSD or LSE's [B, H, S]): row s of the tile order <- raster
+// row raster_index(s) (to_tiles), or back.
+void permute_rows(const TensorView& from, const TensorView& to, int row_dim, const VideoTiling& g, bool to_tiles) {
+  const int head_dim = row_dim == 1 ? 2 : 1;
+  const auto elem = static_cast<std::int64_t>(dtype_size(from.dtype));
+  const std::int64_t width = from.rank == 4 ? from.shape[3] : 1;
+  for (std::int64_t b = 0; b < from.shape[0]; ++b)
+    for (std::int64_t h = 0; h < from.shape[head_dim]; ++h)
+      for (std::int64_t s = 0; s < from.shape[row_dim]; ++s) {
+        const std::int64_t src = to_tiles ? raster_index(g, s) : s, dst = to_tiles ? s : raster_index(g, s);
+        auto at = [&](const TensorView& v, std::int64_t row) {
+          return static_cast<std::byte*>(v.data) +
+                 (b * v.strides[0] + h * v.strides[head_dim] + row * v.strides[row_dim]) * elem;
+        };
+        std::memcpy(at(to, dst), at(from, src), static_cast<std::size_t>(width * elem));
+      }
+}
+
+class RasterTokensGpu : public OnGpu {
+ protected:
+  void SetUp() override {
+    OnGpu::SetUp();
+    if (!IsSkipped() && gpu_->sm != 90) GTEST_SKIP() << "fa3bsr runs on sm_90 only";
+  }
+};
+
+struct RasterCase {
+  const char* name;
+  Problem p;
+  VideoTiling g;
+};
+
+std::vector<RasterCase> raster_cases() {
+  std::vector<RasterCase> cases;
+  Problem a = video_problem({4, 16, 16}, 0, 2, 4, 2, 128, DType::bf16);  // GQA, LSE
+  a.block_sparse = BlockSparse{128, 128, 1, 1};
+  a.return_lse = true;
+  cases.push_back({"BSHD batch 2 (the batch folds into frames), GQA, LSE", a, {4, 16, 16, 2, 8, 8}});
+  Problem b = video_problem({4, 16, 16}, 100, 2, 2, 2, 128, DType::bf16);
+  b.block_sparse = BlockSparse{128, 128, 2, 2};
+  cases.push_back({"BSHD batch 2 with text tokens (one launch a sequence), lists per sequence and head", b,
+                   {4, 16, 16, 2, 8, 8}});
+  Problem c = video_problem({4, 16, 16}, 100, 2, 3, 1, 128, DType::f16);
+  c.layout = Layout::bhsd;
+  c.block_sparse = BlockSparse{256, 256, 1, 3};
+  c.return_lse = true;
+  cases.push_back({"BHSD fp16 batch 2 with text (the batch folds into heads), MQA, 256-token tiles of one plane", c,
+                   {4, 16, 16, 2, 8, 16}});
+  Problem d = video_problem({2, 32, 32}, 0, 1, 2, 2, 128, DType::bf16);
+  d.block_sparse = BlockSparse{256, 128, 1, 1};
+  cases.push_back({"half-plane boxes of 16 x 16 tiles", d, {2, 32, 32, 1, 16, 16}});
+  return cases;
+}
+
+// The same tiles land in shared memory either way, so the outputs (and LSE)
+// are the same bits at each row's raster position.
+TEST_F(RasterTokensGpu, MatchesTheTileOrderedKernelBitForBit) {
+  for (const RasterCase& c : raster_cases()) {
+    const Problem& p = c.p;
+    const ProblemDataOptions options{.seed = 31, .mask_density = 0.35, .empty_block_rows = 0.1};
+    auto data = HostProblemData::create(p, options);
+    auto tiled = HostProblemData::create(p, options);  // the same lists, poison and shapes
+    ASSERT_TRUE(data.ok() && tiled.ok()) << c.name;
+    fill_video_like(p, data->tensors());
+    const int row_dim = p.layout == Layout::bshd ? 1 : 2;
+    for (auto role : {&AttentionTensors::q, &AttentionTensors::k, &AttentionTensors::v})
+      permute_rows(data->tensors().*role, tiled->tensors().*role, row_dim, c.g, /*to_tiles=*/true);
+
+    const auto raster_backend = make_fa3_raster_block_sparse_backend(c.g);
+    ASSERT_TRUE(raster_backend->check(p, *gpu_).ok()) << c.name << ": " << raster_backend->check(p, *gpu_).summary();
+    auto raster = raster_backend->plan(p, *gpu_);
+    auto fa3 = default_registry().find("fa3")->plan(p, *gpu_);
+    ASSERT_TRUE(raster.ok() && fa3.ok()) << c.name;
+    DeviceBinding a(data->tensors()), b(tiled->tensors());
+    DeviceWorkspace wa((*raster)->workspace_bytes()), wb((*fa3)->workspace_bytes());
+    const Diagnostics ran = (*raster)->run(a.t, wa.span(), nullptr);
+    ASSERT_TRUE(ran.ok()) << c.name << ": " << ran.summary();
+    ASSERT_TRUE((*fa3)->run(b.t, wb.span(), nullptr).ok()) << c.name;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+
+    std::vector<std::byte> got = a.out(), tiled_out = b.out(), want(got.size());
+    TensorView want_view = host_view_of(want, data->tensors().out);
+    permute_rows(host_view_of(tiled_out, data->tensors().out), want_view, row_dim, c.g, /*to_tiles=*/false);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << c.name;
+    const ErrorStats e = compare_outputs(host_view_of(got, data->tensors().out), want_view);
+    EXPECT_TRUE(e.clean()) << c.name << ": " << describe(e);
+    if (p.return_lse) {
+      const TensorView& lse = data->tensors().lse;
+      std::vector<std::byte> got_lse(lse.span_bytes()), tiled_lse(lse.span_bytes()), want_lse(lse.span_bytes());
+      ASSERT_EQ(cudaMemcpy(got_lse.data(), a.t.lse.data, got_lse.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(tiled_lse.data(), b.t.lse.data, tiled_lse.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      permute_rows(host_view_of(tiled_lse, lse), host_view_of(want_lse, lse), 2, c.g, /*to_tiles=*/false);
+      EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), got_lse.size()), 0) << c.name << ": LSE";
+    }
+  }
 }
 
 // ---- request skip-softmax on fa3 (the fa3ss instances) against cpu_flash's rule

@@ -15,6 +15,8 @@
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/runtime/deployment.hpp"
 #include "attnkit/sparse/sliding_tile.hpp"
+#include "backends/cuda/raster_tiles.hpp"
+#include "kernels/cuda/sm90/raster_tokens.hpp"
 #include "sparse_test_util.hpp"
 
 namespace attnkit::sparse {
@@ -37,6 +39,111 @@ TEST(VideoTiles, PermutationIsABijectionAndItsInverse) {
   EXPECT_EQ(tile_order_index(g, r + 10), 5 * 30 + 5);              // next y: one tile row later
   EXPECT_EQ(tile_order_index(g, r + 60), 5 * 30 + 15);             // next t
   EXPECT_EQ(tile_order_index(g, g.video_tokens() + 3), g.video_tokens() + 3);  // text stays
+}
+
+// fa3bsr's premise (kernels/cuda/sm90/raster_tokens.hpp): every block of
+// `rows` tile-ordered tokens is one box of the raster grid, its tokens in the
+// box's (t, y, x) order, starting at tile_order_position of its first row.
+TEST(SlidingTile, TileOrderBlocksAreBoxesOfTheRasterGrid) {
+  using cuda::sm90::raster_box;
+  struct Case {
+    VideoTiling g;
+    int rows;
+    int w, h, t;  // the expected box
+  };
+  const Case cases[] = {
+      {{4, 16, 16, 2, 8, 8}, 128, 8, 8, 2},    // whole planes (the cut window's tiles)
+      {{12, 16, 16, 6, 8, 8}, 128, 8, 8, 2},   // STA's 6 x 8 x 8 tiles: a third of a tile
+      {{2, 16, 32, 1, 8, 16}, 128, 16, 8, 1},  // one plane
+      {{2, 32, 32, 1, 16, 16}, 128, 16, 8, 1}, // half a plane: whole lines
+      {{4, 8, 64, 4, 4, 16}, 128, 16, 4, 2},
+      {{4, 16, 16, 2, 8, 8}, 64, 8, 8, 1},     // 64-row blocks
+  };
+  for (const Case& c : cases) {
+    const VideoTiling& g = c.g;
+    ASSERT_TRUE(g.whole_tiles());
+    const auto box = raster_box(g, c.rows);
+    ASSERT_TRUE(box.ok());
+    EXPECT_EQ(box.w, c.w);
+    EXPECT_EQ(box.h, c.h);
+    EXPECT_EQ(box.t, c.t);
+    ASSERT_EQ(box.w * box.h * box.t, c.rows);
+    const cuda::sm90::RasterDivisors divisors(g);  // what the kernel computes positions with
+    for (int s = 0; s < g.video_tokens(); ++s) {
+      const VideoPosition want = tile_order_position(g, s), got = divisors.position(s);
+      ASSERT_TRUE(got.t == want.t && got.y == want.y && got.x == want.x) << "row " << s;
+    }
+    for (int s0 = 0; s0 < g.video_tokens(); s0 += c.rows) {
+      const VideoPosition at = tile_order_position(g, s0);
+      int n = 0;
+      for (int dt = 0; dt < box.t; ++dt)
+        for (int dy = 0; dy < box.h; ++dy)
+          for (int dx = 0; dx < box.w; ++dx, ++n) {
+            const std::int64_t r = (static_cast<std::int64_t>(at.t + dt) * g.height + at.y + dy) * g.width + at.x + dx;
+            ASSERT_EQ(raster_index(g, s0 + n), r) << "block " << s0 << " row " << n;
+          }
+    }
+  }
+  // Blocks that are not one box: 96- and 192-token tiles (a 128-row block
+  // spans two tiles), 128 rows of 24-token lines.
+  EXPECT_FALSE(raster_box({3, 8, 8, 3, 4, 8}, 128).ok());
+  EXPECT_FALSE(raster_box({4, 48, 16, 4, 3, 16}, 128).ok());
+  EXPECT_FALSE(raster_box({2, 16, 48, 2, 16, 24}, 128).ok());
+}
+
+// The multiply-and-shift division the raster kernel uses, against / and %.
+TEST(SlidingTile, FastDivmodDividesExactly) {
+  std::vector<std::uint32_t> divisors;
+  for (std::uint32_t d = 1; d <= 1024; ++d) divisors.push_back(d);
+  for (std::uint32_t d : {1536u, 69120u, 1u << 20, (1u << 20) + 1, 1000003u, (1u << 30) + 7, (1u << 31) - 1})
+    divisors.push_back(d);
+  std::vector<std::uint32_t> numerators;
+  for (std::uint32_t n = 0; n < 4096; ++n) numerators.push_back(n);
+  for (std::uint32_t n = (1u << 31) - 4096; n < (1u << 31); ++n) numerators.push_back(n);
+  for (std::uint32_t n = 1; n < (1u << 31) / 7; n = n * 7 + 3) numerators.push_back(n);
+  for (std::uint32_t d : divisors) {
+    const cuda::sm90::FastDivmod f(d);
+    for (std::uint32_t n : numerators) {
+      for (std::uint32_t m : {n, (n / d) * d, (n / d) * d - 1}) {  // the multiples of d and their neighbours
+        if (m >= (1u << 31)) continue;
+        ASSERT_EQ(f.div(m), m / d) << m << " / " << d;
+      }
+    }
+  }
+}
+
+// The raster backend's check: the grid rules above as AK2109 (the sliding
+// tile backends then gather into tile order instead), its layouts, and the
+// dense problems it runs on the family's own kernel.
+TEST(SlidingTile, RasterOrderKernelChecksTheGrid) {
+  const Platform gpu = *parse_platform("cuda:sm90");
+  Problem p = testing::video_problem({4, 16, 16}, 0, 2, 2, 2, 128, DType::bf16);
+  p.block_sparse = BlockSparse{128, 128, 1, 1};
+  const VideoTiling tiles{4, 16, 16, 2, 8, 8};
+  EXPECT_TRUE(make_fa3_raster_block_sparse_backend(tiles)->check(p, gpu).ok())
+      << make_fa3_raster_block_sparse_backend(tiles)->check(p, gpu).summary();
+  Problem text = testing::video_problem({4, 16, 16}, 100, 2, 2, 2, 128, DType::bf16);  // text tokens after the video's
+  text.block_sparse = p.block_sparse;
+  EXPECT_TRUE(make_fa3_raster_block_sparse_backend(tiles)->check(text, gpu).ok());
+  Problem bhsd = text;
+  bhsd.layout = Layout::bhsd;
+  EXPECT_TRUE(make_fa3_raster_block_sparse_backend(tiles)->check(bhsd, gpu).ok());
+  auto refusal = [&](const Problem& q, const VideoTiling& g) {
+    const Diagnostics d = make_fa3_raster_block_sparse_backend(g)->check(q, gpu);
+    return d.has_code("AK2109") ? d.summary() : std::string();
+  };
+  EXPECT_NE(refusal(p, {4, 16, 16, 1, 4, 4}), "");        // 16-token tiles: a 128-row block spans tiles
+  EXPECT_NE(refusal(p, {8, 16, 16, 2, 8, 8}), "");        // a grid larger than the sequence
+  EXPECT_NE(refusal(p, {4, 16, 16, 3, 8, 8}), "");        // not whole tiles
+  Problem cross = p;
+  cross.seqlen_k = p.seqlen_q + 128;
+  EXPECT_NE(refusal(cross, tiles), "");
+  Problem thd = p;
+  thd.layout = Layout::thd;
+  EXPECT_FALSE(make_fa3_raster_block_sparse_backend(tiles)->check(thd, gpu).ok());
+  Problem dense = p;
+  dense.block_sparse.reset();  // any token order: fa3's own kernel
+  EXPECT_TRUE(make_fa3_raster_block_sparse_backend({4, 16, 16, 1, 4, 4})->check(dense, gpu).ok());
 }
 
 TEST(SlidingTile, WindowShiftsInwardOrIsCutAtTheBorders) {

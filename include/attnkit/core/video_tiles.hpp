@@ -43,13 +43,23 @@ AK_HOST_DEVICE std::int64_t tile_order_index(const VideoTiling& g, std::int64_t 
   return tile * g.tile_tokens() + inside;
 }
 
+// The grid position (t, y, x) of video token s in tile order (s < video_tokens;
+// 32-bit: sequences are int-sized).
+struct VideoPosition {
+  int t, y, x;
+};
+AK_HOST_DEVICE VideoPosition tile_order_position(const VideoTiling& g, int s) {
+  const int tile = s / g.tile_tokens(), inside = s % g.tile_tokens();
+  const int c = tile % g.tiles_w(), b = (tile / g.tiles_w()) % g.tiles_h(), a = tile / (g.tiles_w() * g.tiles_h());
+  const int k = inside % g.tile_w, j = (inside / g.tile_w) % g.tile_h, i = inside / (g.tile_w * g.tile_h);
+  return {a * g.tile_t + i, b * g.tile_h + j, c * g.tile_w + k};
+}
+
 // Tile-order position -> raster position (the inverse).
 AK_HOST_DEVICE std::int64_t raster_index(const VideoTiling& g, std::int64_t s) {
   if (s >= g.video_tokens()) return s;
-  const std::int64_t tile = s / g.tile_tokens(), inside = s % g.tile_tokens();
-  const std::int64_t c = tile % g.tiles_w(), b = (tile / g.tiles_w()) % g.tiles_h(), a = tile / (static_cast<std::int64_t>(g.tiles_w()) * g.tiles_h());
-  const std::int64_t k = inside % g.tile_w, j = (inside / g.tile_w) % g.tile_h, i = inside / (g.tile_w * g.tile_h);
-  return ((a * g.tile_t + i) * g.height + b * g.tile_h + j) * g.width + c * g.tile_w + k;
+  const VideoPosition at = tile_order_position(g, static_cast<int>(s));
+  return (static_cast<std::int64_t>(at.t) * g.height + at.y) * g.width + at.x;
 }
 
 }  // namespace attnkit

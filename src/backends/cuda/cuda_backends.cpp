@@ -8,9 +8,11 @@
 
 #include "attnkit/backends/cuda.hpp"
 #include "backends/cuda/fa2_q64.hpp"
+#include "backends/cuda/raster_tiles.hpp"
 #include "backends/cuda/launchers.hpp"
 #include "backends/cuda/sol_pooled.hpp"
 #include "kernels/cuda/fa2/traits.hpp"
+#include "kernels/cuda/sm90/raster_tokens.hpp"
 #include "kernels/cuda/sm90/traits.hpp"
 #include "kernels/cuda/params.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
@@ -59,6 +61,8 @@ CudaKernelInstance info_fa2solpool(DType dtype, const char* arch) {
 }
 template <int QK, int V>
 CudaKernelInstance info_fa3bs(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bs"); }
+template <int QK, int V>
+CudaKernelInstance info_fa3bsr(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bsr"); }
 template <int QK, int V>
 CudaKernelInstance info_fa3bsk64(DType dtype, const char* arch) {
   using Tr = typename cuda::sm90::Fa3Keys64Config<std::uint16_t, QK, V>::Traits;
@@ -182,10 +186,11 @@ bool uses_tile_counter(const std::string& family, const Problem& p) {
 // a CUDA graph can capture it.
 class CudaAttentionPlan final : public Plan {
  public:
+  // `raster`: the grid whose raster-order tokens an fa3bsr launch reads (frames 0: none).
   CudaAttentionPlan(Problem p, std::string backend, cuda::LaunchFn launch, int alignment_bytes, std::string what,
-                    SkipKernel skip, std::size_t workspace_bytes)
+                    SkipKernel skip, std::size_t workspace_bytes, VideoTiling raster = {})
       : Plan(std::move(p)), backend_(std::move(backend)), launch_(launch), alignment_(alignment_bytes),
-        what_(std::move(what)), skip_(std::move(skip)), workspace_bytes_(workspace_bytes) {}
+        what_(std::move(what)), skip_(std::move(skip)), workspace_bytes_(workspace_bytes), raster_(raster) {}
 
   std::size_t workspace_bytes() const override { return workspace_bytes_; }
 
@@ -254,6 +259,7 @@ class CudaAttentionPlan final : public Plan {
   }
   cuda::AttnParams make_params(const AttentionTensors& t, Workspace ws) const {
     cuda::AttnParams params = cuda::make_attn_params(problem(), t);
+    params.raster = raster_;
     if (workspace_bytes_ >= kTileCounterBytes) {
       const auto at = (reinterpret_cast<std::uintptr_t>(ws.data()) + alignof(unsigned int) - 1) &
                       ~static_cast<std::uintptr_t>(alignof(unsigned int) - 1);
@@ -268,6 +274,7 @@ class CudaAttentionPlan final : public Plan {
   std::string what_;
   SkipKernel skip_;
   std::size_t workspace_bytes_;
+  VideoTiling raster_;
 };
 
 // Planning on this machine needs a device; planning for a named platform only
@@ -400,10 +407,12 @@ class CudaBackend final : public Backend {
   struct Families {
     std::string sparse = "", sparse_narrow = "", paged = "", skip = "", wide_keys = "";
   };
+  // `raster`: the block-sparse family reads video tokens of this grid in
+  // raster order (fa3bsr; frames 0: rows as they are).
   CudaBackend(std::string name, std::string family, Families families, std::string description, Capabilities caps,
-              int alignment)
+              int alignment, VideoTiling raster = {})
       : name_(std::move(name)), family_(std::move(family)), families_(std::move(families)),
-        description_(std::move(description)), caps_(std::move(caps)), alignment_(alignment) {}
+        description_(std::move(description)), caps_(std::move(caps)), alignment_(alignment), raster_(raster) {}
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   const Capabilities& capabilities() const override { return caps_; }
@@ -438,13 +447,15 @@ class CudaBackend final : public Backend {
       what += ", d" + std::to_string(p.head_dim_qk) +
               (p.head_dim_v != p.head_dim_qk ? "/" + std::to_string(p.head_dim_v) : "") + ", " +
               std::to_string(entry->info.block_m) + "x" + std::to_string(entry->info.block_n) + " tiles";
-    if (p.block_sparse) what += ", block-sparse";
+    const bool raster = reads_raster(p);
+    if (p.block_sparse) what += raster ? ", block-sparse on raster-order video tokens" : ", block-sparse";
     if (entry->info.family != family_) what += ", " + entry->info.family + " instance";
     auto skip = skip_kernel(p, platform);
     if (!skip) return skip.diagnostics();
     return std::unique_ptr<Plan>(std::make_unique<CudaAttentionPlan>(
         p, name_, entry->launch, alignment_ > 0 ? alignment_ : static_cast<int>(dtype_size(p.dtype)), what + ")",
-        std::move(*skip), uses_tile_counter(entry->info.family, p) ? kTileCounterBytes : 0));
+        std::move(*skip), uses_tile_counter(entry->info.family, p) ? kTileCounterBytes : 0,
+        raster ? raster_ : VideoTiling{}));
   }
 
   // The instance plan() runs `p` on (null: none in the table; check() says why).
@@ -479,6 +490,12 @@ class CudaBackend final : public Backend {
                            {"compiled", head_dim_pairs(family) + " (qk/v)" + sparse_note}});
       return;
     }
+    if (reads_raster(p)) {  // query tiles and key tiles must each be one box of the grid
+      const char* why = cuda::sm90::raster_tokens_refusal(raster_, p.seqlen_q, p.seqlen_k, entry->info.block_m);
+      if (*why == 0) why = cuda::sm90::raster_tokens_refusal(raster_, p.seqlen_q, p.seqlen_k, entry->info.block_n);
+      if (*why != 0)
+        out.add("AK2109", {{"backend", name_}, {"feature", std::string("raster-order video tokens here: ") + why}});
+    }
     if (p.block_sparse && !blocks_fit_tiles(*entry, p))
       out.add("AK2117", {{"backend", name_}, {"tile_q", std::to_string(entry->info.block_m)},
                          {"tile_k", std::to_string(entry->info.block_n)},
@@ -493,6 +510,10 @@ class CudaBackend final : public Backend {
                          {"detail", ": the " + entry->info.arch + " instance " + dtype_list({p.dtype}) + " d" +
                                         std::to_string(p.head_dim_qk) + " was not compiled (ATTNKIT_ENABLE_SM90A)"}});
   }
+
+  // Block-sparse problems of a raster backend read raster-order tokens; its
+  // dense problems run the family's own kernel (token order does not matter there).
+  bool reads_raster(const Problem& p) const { return raster_.frames > 0 && p.block_sparse.has_value(); }
 
   const std::string& family_for(const Problem& p) const {
     if (p.block_sparse && !families_.sparse_narrow.empty() && !tiles_the_blocks(families_.sparse, p) &&
@@ -553,6 +574,7 @@ class CudaBackend final : public Backend {
   std::string description_;
   Capabilities caps_;
   int alignment_;  // bytes of q/k/v/out rows and strides; 0: the element size
+  VideoTiling raster_;
 };
 
 }  // namespace
@@ -605,6 +627,20 @@ std::unique_ptr<Backend> make_fa3_backend() {
           "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
           "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
       fa3_capabilities(), 16);
+}
+// fa3 whose block-sparse problems read video tokens of `tiling` in raster
+// order (fa3bsr): not registered; the sliding-tile backends' CUDA path runs
+// its tile-ordered lists on the caller's tensors through it
+// (backends/cuda/raster_tiles.hpp). Packed varlen has no grid: BSHD / BHSD only.
+std::unique_ptr<Backend> make_fa3_raster_block_sparse_backend(const VideoTiling& tiling) {
+  Capabilities caps = fa3_capabilities();
+  caps.layouts = {Layout::bshd, Layout::bhsd};
+  caps.paged_kv = false;
+  return std::make_unique<CudaBackend>(
+      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bsr"},
+      "fa3 over block-sparse KV lists in tile order on video tokens in raster order (each 128-token block one TMA "
+      "box of the caller's rows, out written back in raster order) at head dims " + head_dim_pairs("fa3bsr"),
+      std::move(caps), 16, tiling);
 }
 // Element-wise loads: only the element alignment is needed.
 std::unique_ptr<Backend> make_cuda_sdpa_backend() {

@@ -4,6 +4,7 @@
 
 #include "attnkit/backends/registry.hpp"
 #include "backends/cuda/fa2_q64.hpp"
+#include "backends/cuda/raster_tiles.hpp"
 #include "backends/sparse/device_args.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
 #include "backends/cuda/device.hpp"
@@ -97,7 +98,10 @@ Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem
   auto dense = dense_flash->plan(p, gpu);
   if (!dense) return dense.diagnostics();
   runner->dense_ = std::move(*dense);
-  for (std::size_t i = 0; i < layouts.size(); ++i) {
+  // Tile-ordered lists on raster-order tokens: fa3bsr reads the caller's
+  // tensors when it takes every layout, else the lists run on gathered copies.
+  if (tiling) runner->raster_order_ = runner->plan_raster_order(p, gpu, layouts, *tiling);
+  for (std::size_t i = 0; i < layouts.size() && !runner->raster_order_; ++i) {
     if (runner->sparse_.count(key(layouts[i]))) continue;
     const Backend* flash = flash_for(inners[i], gpu, why, q64);
     if (flash == nullptr) return why;
@@ -122,7 +126,7 @@ Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem
     d.nnz = l->nnz();
     runner->device_->lists.emplace(l->offsets.data(), std::move(d));
   }
-  if (tiling) {
+  if (tiling && !runner->raster_order_) {
     std::vector<std::int32_t> to(p.seqlen_q), from(p.seqlen_q);
     for (int s = 0; s < p.seqlen_q; ++s) {
       to[s] = static_cast<std::int32_t>(raster_index(*tiling, s));          // tile-ordered row s <- raster row
@@ -139,8 +143,27 @@ Result<std::unique_ptr<CudaSparseRunner>> CudaSparseRunner::create(const Problem
 #endif
 }
 
+bool CudaSparseRunner::plan_raster_order(const Problem& p, const Platform& gpu, const std::vector<BlockSparse>& layouts,
+                                         const VideoTiling& tiling) {
+  const std::unique_ptr<Backend> raster = make_fa3_raster_block_sparse_backend(tiling);
+  std::map<LayoutKey, std::unique_ptr<Plan>> plans;
+  for (const BlockSparse& layout : layouts) {
+    if (plans.count(key(layout))) continue;
+    Problem inner = p;
+    inner.block_sparse = layout;
+    if (!raster->check(inner, gpu).ok()) return false;  // AK2109 / AK2117 / AK2111: the gathers take it
+    auto plan = raster->plan(inner, gpu);
+    if (!plan) return false;
+    plans.emplace(key(layout), std::move(*plan));
+  }
+  sparse_ = std::move(plans);
+  return true;
+}
+
 // 256-byte aligned copies: the kernels' 16-byte rows and TMA's base alignment.
-std::size_t CudaSparseRunner::copies_bytes() const { return tiling_ ? tile_copies_bytes(problem_, kAlign) : 0; }
+std::size_t CudaSparseRunner::copies_bytes() const {
+  return tiling_ && !raster_order_ ? tile_copies_bytes(problem_, kAlign) : 0;
+}
 std::size_t CudaSparseRunner::kernel_offset() const { return front_ + copies_bytes(); }
 
 std::size_t CudaSparseRunner::workspace_bytes() const {
@@ -182,7 +205,7 @@ Diagnostics CudaSparseRunner::run_sparse(const AttentionTensors& t, const BlockS
   }
   count_sparsity(p, plan.problem(), layout, indices.numel(), stats);
   Workspace kernel_ws = ws.subspan(kernel_offset());
-  if (!tiling_) return plan.run(inner, kernel_ws, stream);
+  if (!tiling_ || raster_order_) return plan.run(inner, kernel_ws, stream);
   // The caller's tensors are checked before the gathers read them.
   if (Diagnostics why = validate_binding(p, t, {DeviceKind::cuda, 0}); !why.ok()) return why;
   const int B = p.batch, S = p.seqlen_q;

@@ -6,8 +6,11 @@
 // decides at plan time and the token-order index arrays are uploaded then
 // (lists decided per call arrive as device views). At run time: the dense
 // kernel on the caller's tensors, or the block-sparse kernel on the caller's
-// tensors or on tile-ordered copies of them in the workspace (gathered and
-// scattered back on the caller's stream by backends/cuda/gather_rows).
+// tensors. Tile-ordered lists over raster-order tokens (a `tiling`) run on
+// fa3bsr, which reads raster rows in tile-ordered boxes, when it takes the
+// call (sm_90, blocks of whole tile planes: backends/cuda/raster_tiles.hpp),
+// else on tile-ordered copies in the workspace (gathered and scattered back
+// on the caller's stream by backends/cuda/gather_rows).
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,7 +28,7 @@ class CudaSparseRunner final : public SparseRunner {
  public:
   // Plans for `p` (dense) and `p` under each of `layouts`; `lists` are every
   // host list set run_sparse will be given (uploaded now). With `tiling`, the
-  // block-sparse runs see tile-ordered copies. With `q64`, block layouts fa3
+  // block-sparse runs read tokens in tile order (fa3bsr or copies). With `q64`, block layouts fa3
   // and fa2 refuse may run on fa2's 64-query-tile instances (fa2bsq64, not
   // offered by the registry's fa2 yet). AK6002 in a build without CUDA.
   static Result<std::unique_ptr<CudaSparseRunner>> create(const Problem& p, const Platform& gpu,
@@ -38,6 +41,10 @@ class CudaSparseRunner final : public SparseRunner {
   static Diagnostics check_kernels(const Problem& p, const Platform& gpu, const std::vector<BlockSparse>& layouts,
                                    bool tiled = false, bool q64 = false);
   ~CudaSparseRunner() override;
+
+  // Whether the block-sparse runs read the caller's raster-order tokens
+  // directly (fa3bsr) rather than tile-ordered copies.
+  bool reads_raster_order() const { return raster_order_; }
 
   std::size_t workspace_bytes() const override;
   Diagnostics run_dense(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override;
@@ -55,9 +62,13 @@ class CudaSparseRunner final : public SparseRunner {
   static constexpr std::size_t kAlign = 256;
   std::size_t copies_bytes() const;
   std::size_t kernel_offset() const;  // behind the caller's front and the copies
+  // Plans every layout on fa3bsr (sparse_), or nothing and false when it refuses one.
+  bool plan_raster_order(const Problem& p, const Platform& gpu, const std::vector<BlockSparse>& layouts,
+                         const VideoTiling& tiling);
 
   Problem problem_;
   std::optional<VideoTiling> tiling_;
+  bool raster_order_ = false;
   std::unique_ptr<Plan> dense_;
   std::map<LayoutKey, std::unique_ptr<Plan>> sparse_;
   std::unique_ptr<Device> device_;

@@ -11,6 +11,7 @@
 #include "attnkit/core/host_device.hpp"
 #include "attnkit/core/mask.hpp"
 #include "attnkit/core/problem.hpp"
+#include "attnkit/core/video_tiles.hpp"
 
 namespace attnkit::cuda {
 
@@ -68,6 +69,11 @@ struct AttnParams {
   const std::uint8_t* sol_keep = nullptr;
   int sol_q_blocks = 0;
   float sol_bias_full = 0.0f, sol_bias_last = 0.0f;
+  // fa3bsr (sm90/raster_tokens.hpp): q, k, v and out hold video tokens in
+  // raster order, the block-sparse lists index them in tile order (the
+  // kernel reads and writes tile-order row s at raster_index(raster, s));
+  // frames == 0: rows are read as they are.
+  VideoTiling raster{};
   // Scores in log2 units: s2 = log2(e) * softcap(scale * q.k).
   //   no softcap: s2 = (q.k) * scale_log2
   //   softcap c : s2 = softcap_log2 * tanh((q.k) * softcap_prescale), softcap_log2 = c*log2(e)

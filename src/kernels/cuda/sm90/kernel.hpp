@@ -56,7 +56,10 @@ __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk
 // d128, where the consumers' 2 x 240 leave no more). The dense instances are
 // spill-free except d256's producer (12 bytes, 8 in fa3ss, since the dynamic
 // walk's state).
-template <class Traits, bool kBlockSparse, bool kPaged = false>
+// kRaster: video tokens in raster order (fa3bsr, raster_tokens.hpp): the
+// producer reads tile-order blocks as boxes of the raster maps, the epilogue
+// writes each row at its raster position; nothing else changes.
+template <class Traits, bool kBlockSparse, bool kPaged = false, bool kRaster = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const __grid_constant__ Fa3Params params) {
 #if defined(AK_SM90_ENABLED)
   using T = typename Traits::T;
@@ -84,10 +87,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       tma_prefetch_descriptor(&params.tma_q);
       tma_prefetch_descriptor(&params.tma_k);
       tma_prefetch_descriptor(&params.tma_v);
+      if constexpr (kRaster) {
+        tma_prefetch_descriptor(&params.raster_q);
+        tma_prefetch_descriptor(&params.raster_k);
+        tma_prefetch_descriptor(&params.raster_v);
+      }
       PipelineState ps;
       Fa3Tile<kBlockSparse> t;
       auto load = [&](const Fa3Tile<kBlockSparse>& t) {
-        Fa3Producer<Traits>::template load_tile<kPaged>(params, sm, t.at, {t.tile.batch, t.span.k_len}, t.m0, t.keys,
+        Fa3Producer<Traits>::template load_tile<kPaged, kRaster>(params, sm, t.at, {t.tile.batch, t.span.k_len}, t.m0, t.keys,
                                                         ps);
       };
       // Static: tiles blockIdx.x, blockIdx.x + gridDim.x, ... Dynamic: tile
@@ -149,9 +157,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       const std::int64_t lse_offset = packed ? t.tile.head * p.lse_strides[0] + t.span.q_offset * p.lse_strides[1]
                                              : t.tile.batch * p.lse_strides[0] + t.tile.head * p.lse_strides[1];
       const std::int64_t lse_row_stride = packed ? p.lse_strides[1] : p.lse_strides[2];
-      Fa3Epilogue<Traits>::store(p, o, st, sink_log2, has_sink, wg, t.m0, t.span,
+      Fa3Epilogue<Traits>::template store<kRaster>(p, o, st, sink_log2, has_sink, wg, t.m0, t.span,
                                  static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset,
-                                 lse_row_stride, poison);
+                                 lse_row_stride, poison, &params.raster_div);
     };
     // The producer's walk (above): dynamic tiles arrive through shared memory.
     const bool dynamic = params.dynamic_tiles != 0;

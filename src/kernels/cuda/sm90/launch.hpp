@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/cuda_types.hpp"
 #include "kernels/cuda/sm90/kernel.hpp"
+#include "kernels/cuda/sm90/raster_tokens.hpp"
 
 namespace attnkit::cuda::sm90 {
 
@@ -63,6 +64,70 @@ cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// The strides of a BSHD / BHSD tensor along (row, head, batch).
+struct RowStrides {
+  std::int64_t row, head, batch;
+};
+inline RowStrides row_strides(const std::int64_t (&strides)[4], Layout layout) {
+  return layout == Layout::bhsd ? RowStrides{strides[2], strides[1], strides[0]}
+                                : RowStrides{strides[1], strides[2], strides[0]};
+}
+
+// How the batch folds into a 5-D raster map (Fa3Params::raster_t_per_batch /
+// raster_n_per_batch): into frames when sequences follow one another with no
+// rows between (BSHD without text tokens), else into heads when heads follow
+// one another (BHSD). False: batch > 1 and neither, the launcher runs one
+// sequence at a time.
+struct RasterFold {
+  int t_per_batch = 0, n_per_batch = 0;
+  bool operator==(const RasterFold&) const = default;
+};
+inline bool raster_fold(const std::int64_t (&strides)[4], Layout layout, const VideoTiling& g, int heads, int batch,
+                        RasterFold& fold) {
+  fold = {};
+  if (batch <= 1) return true;
+  const RowStrides s = row_strides(strides, layout);
+  if (s.batch == s.row * g.video_tokens()) fold.t_per_batch = g.frames;
+  else if (s.batch == s.head * heads) fold.n_per_batch = heads;
+  else return false;
+  return true;
+}
+
+// A 5-D map (head dim, x, y, t, n) of one q/k/v tensor over the video tokens
+// of `g` (raster_tokens.hpp), the batch folded as `fold` says; boxes one
+// column block wide and one kernel tile of `box_rows` tile-ordered tokens.
+template <class Traits>
+cudaError_t encode_raster_map(CUtensorMap& map, const void* data, const std::int64_t (&strides)[4], Layout layout,
+                              const VideoTiling& g, int heads, int batch, int dim, int box_rows,
+                              const RasterFold& fold) {
+  auto encode = tensor_map_encoder();
+  const RasterBox box_tokens = raster_box(g, box_rows);
+  if (encode == nullptr) return cudaErrorNotSupported;
+  if (!box_tokens.ok() || layout == Layout::thd) return cudaErrorInvalidValue;
+  constexpr std::int64_t e = sizeof(typename Traits::T);
+  const RowStrides s = row_strides(strides, layout);
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(g.width),
+                              static_cast<cuuint64_t>(g.height),
+                              static_cast<cuuint64_t>(g.frames) * (fold.t_per_batch > 0 ? batch : 1),
+                              static_cast<cuuint64_t>(heads) * (fold.n_per_batch > 0 ? batch : 1)};
+  auto bytes = [&](std::int64_t stride, cuuint64_t extent) {
+    return static_cast<cuuint64_t>(extent > 1 ? stride * e : 16);
+  };
+  const cuuint64_t byte_strides[4] = {bytes(s.row, dims[1]), bytes(s.row * g.width, dims[2]),
+                                      bytes(s.row * g.width * g.height, dims[3]), bytes(s.head, dims[4])};
+  const cuuint32_t box[5] = {static_cast<cuuint32_t>(Traits::kBlockCols), static_cast<cuuint32_t>(box_tokens.w),
+                             static_cast<cuuint32_t>(box_tokens.h), static_cast<cuuint32_t>(box_tokens.t), 1};
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapDataType type =
+      std::is_same_v<typename Traits::T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle swizzle =
+      Traits::kSwizzle == Swizzle::b128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUresult r = encode(&map, type, 5, const_cast<void*>(data), dims, byte_strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // A 4-D map (head dim, slot, head, page) of a paged cache [pages, page_size,
 // heads, dim], any strides: the BSHD map with pages for sequences and slots
 // for rows; boxes one column block wide and `box_rows` slots tall.
@@ -95,23 +160,44 @@ inline GridLimits grid_limits() {
   return {n, l2[device].load(std::memory_order_relaxed)};
 }
 
-template <class Traits, bool kBlockSparse = false, bool kPaged = false>
+template <class Traits, bool kBlockSparse = false, bool kPaged = false, bool kRaster = false>
 cudaError_t fa3_configure() {
-  return cudaFuncSetAttribute(fa3_forward_kernel<Traits, kBlockSparse, kPaged>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(fa3_forward_kernel<Traits, kBlockSparse, kPaged, kRaster>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(Traits::kSmemBytes));
 }
 
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
 // kBlockSparse: a.block_offsets / block_indices list each query block's KV
 // blocks; the plan checked block_q % kBlockM == 0 and block_k % kBlockN == 0.
-template <class Traits, bool kBlockSparse = false, bool kPaged = false>
-cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
+// kRaster: q, k, v, out in raster order over a.raster (raster_tokens.hpp).
+template <class Traits, bool kBlockSparse = false, bool kPaged = false, bool kRaster = false>
+cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream) {
   AttnParams a = a_in;
   if constexpr (kBlockSparse)
     if (!prepare_listed_launch(a, Traits::kBlockM, Traits::kBlockN)) return cudaErrorInvalidValue;
   Fa3Params params{};
   params.a = a;
   cudaError_t err;
+  if constexpr (kRaster) {
+    RasterFold q_fold, k_fold, v_fold;
+    if (a.layout == Layout::thd || raster_tokens_refusal(a.raster, a.seqlen_q, a.seqlen_k, Traits::kBlockM)[0] != 0 ||
+        raster_tokens_refusal(a.raster, a.seqlen_q, a.seqlen_k, Traits::kBlockN)[0] != 0 ||
+        !raster_fold(a.q_strides, a.layout, a.raster, a.heads_q, a.batch, q_fold) ||
+        !raster_fold(a.k_strides, a.layout, a.raster, a.heads_kv, a.batch, k_fold) ||
+        !raster_fold(a.v_strides, a.layout, a.raster, a.heads_kv, a.batch, v_fold) || !(q_fold == k_fold) ||
+        !(k_fold == v_fold))
+      return cudaErrorInvalidValue;
+    params.raster_div = RasterDivisors(a.raster);
+    params.raster_t_per_batch = q_fold.t_per_batch;
+    params.raster_n_per_batch = q_fold.n_per_batch;
+    if ((err = encode_raster_map<Traits>(params.raster_q, a.q, a.q_strides, a.layout, a.raster, a.heads_q, a.batch,
+                                         a.head_dim_qk, Traits::kBlockM, q_fold)) != cudaSuccess ||
+        (err = encode_raster_map<Traits>(params.raster_k, a.k, a.k_strides, a.layout, a.raster, a.heads_kv, a.batch,
+                                         a.head_dim_qk, Traits::kBlockN, k_fold)) != cudaSuccess ||
+        (err = encode_raster_map<Traits>(params.raster_v, a.v, a.v_strides, a.layout, a.raster, a.heads_kv, a.batch,
+                                         a.head_dim_v, Traits::kBlockN, v_fold)) != cudaSuccess)
+      return err;
+  }
   if ((err = encode_rows_map<Traits>(params.tma_q, a.q, a.q_strides, a.layout, a.rows_q, a.heads_q, a.batch,
                                      a.head_dim_qk, Traits::kBlockM)) != cudaSuccess)
     return err;
@@ -178,36 +264,78 @@ cudaError_t fa3_launch(const AttnParams& a_in, cudaStream_t stream) {
         std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
-  fa3_forward_kernel<Traits, kBlockSparse, kPaged>
+  fa3_forward_kernel<Traits, kBlockSparse, kPaged, kRaster>
       <<<static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();
+}
+
+// Whether every tensor of a raster call folds its batch the same way.
+inline bool raster_folds_alike(const AttnParams& a) {
+  RasterFold q, k, v;
+  return raster_fold(a.q_strides, a.layout, a.raster, a.heads_q, a.batch, q) &&
+         raster_fold(a.k_strides, a.layout, a.raster, a.heads_kv, a.batch, k) &&
+         raster_fold(a.v_strides, a.layout, a.raster, a.heads_kv, a.batch, v) && q == k && k == v;
+}
+
+// fa3_launch_once, except that a raster call whose tensors do not fold their
+// batch alike (BSHD with text tokens, or views with other batch strides) runs
+// one launch per sequence on offset pointers (TMA maps hold at most 5 dims).
+template <class Traits, bool kBlockSparse = false, bool kPaged = false, bool kRaster = false>
+cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
+  if constexpr (kRaster) {
+    if (a.batch > 1 && a.layout != Layout::thd && !raster_folds_alike(a)) {
+      using T = typename Traits::T;
+      for (int b = 0; b < a.batch; ++b) {
+        AttnParams one = a;
+        one.batch = 1;
+        one.q = static_cast<const T*>(a.q) + b * a.q_strides[0];
+        one.k = static_cast<const T*>(a.k) + b * a.k_strides[0];
+        one.v = static_cast<const T*>(a.v) + b * a.v_strides[0];
+        one.out = static_cast<T*>(a.out) + b * a.out_strides[0];
+        if (a.lse != nullptr) one.lse = a.lse + b * a.lse_strides[0];
+        if constexpr (kBlockSparse)
+          if (a.block_batch > 1) {  // this sequence's list rows (block_sparse_row's order)
+            one.block_offsets = a.block_offsets + static_cast<std::int64_t>(b) * a.block_heads * a.num_q_blocks;
+            one.block_batch = 1;
+          }
+        if (const cudaError_t err = fa3_launch_once<Traits, kBlockSparse, kPaged, kRaster>(one, stream);
+            err != cudaSuccess)
+          return err;
+      }
+      return cudaSuccess;
+    }
+  }
+  return fa3_launch_once<Traits, kBlockSparse, kPaged, kRaster>(a, stream);
 }
 
 }  // namespace attnkit::cuda::sm90
 
 // Defines <FAMILY>_launch_<TAG>_<QK>_<V> and <FAMILY>_configure_<TAG>_<QK>_<V>
 // (declared in src/backends/cuda/launchers.hpp) for one instances.def entry of
-// an fa3 family: the tile shape from CONFIG, block-sparse lists when SPARSE.
-#define AK_FA3_LAUNCHER(FAMILY, CONFIG, SPARSE, PAGED, TAG, QK, V)                                            \
+// an fa3 family: the tile shape from CONFIG, block-sparse lists when SPARSE, a paged
+// cache when PAGED, raster-order video tokens when RASTER.
+#define AK_FA3_LAUNCHER(FAMILY, CONFIG, SPARSE, PAGED, RASTER, TAG, QK, V)                                    \
   namespace attnkit::cuda {                                                                                    \
   using FAMILY##Traits_##TAG##_##QK##_##V = sm90::CONFIG<CudaElement<DType::TAG>::type, QK, V>::Traits;         \
   int FAMILY##_launch_##TAG##_##QK##_##V(const AttnParams& p, void* stream) {                                  \
-    return static_cast<int>(sm90::fa3_launch<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE, PAGED>(                \
+    return static_cast<int>(sm90::fa3_launch<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE, PAGED, RASTER>(        \
         p, static_cast<cudaStream_t>(stream)));                                                                \
   }                                                                                                            \
   int FAMILY##_configure_##TAG##_##QK##_##V() {                                                                \
-    return static_cast<int>(sm90::fa3_configure<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE, PAGED>());          \
+    return static_cast<int>(sm90::fa3_configure<FAMILY##Traits_##TAG##_##QK##_##V, SPARSE, PAGED, RASTER>());     \
   }                                                                                                            \
   }
 
-#define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, false, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, false, false, TAG, QK, V)
 // fa3bs: the same instance over block-sparse KV lists.
-#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, false, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, false, false, TAG, QK, V)
 // fa3bsk64: block-sparse KV lists in 64-key blocks, on 64-key tiles (Fa3Keys64Config).
-#define AK_DEFINE_LAUNCHER_fa3bsk64(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsk64, Fa3Keys64Config, true, false, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3bsk64(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsk64, Fa3Keys64Config, true, false, false, TAG, QK, V)
 // fa3ss: request skip-softmax (AttnParams::skip_log2_factor / skip_counts).
-#define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, false, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, false, false, TAG, QK, V)
 // fa3pg: K and V from a paged cache (AttnParams::block_table).
-#define AK_DEFINE_LAUNCHER_fa3pg(TAG, QK, V) AK_FA3_LAUNCHER(fa3pg, Fa3Config, false, true, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3pg(TAG, QK, V) AK_FA3_LAUNCHER(fa3pg, Fa3Config, false, true, false, TAG, QK, V)
 // fa3wide: dense calls on 176-key tiles (Fa3WideKeysConfig).
-#define AK_DEFINE_LAUNCHER_fa3wide(TAG, QK, V) AK_FA3_LAUNCHER(fa3wide, Fa3WideKeysConfig, false, false, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3wide(TAG, QK, V) AK_FA3_LAUNCHER(fa3wide, Fa3WideKeysConfig, false, false, false, TAG, QK, V)
+// fa3bsr: fa3bs over video tokens in raster order (raster_tokens.hpp).
+#define AK_DEFINE_LAUNCHER_fa3bsr(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsr, Fa3Config, true, false, true, TAG, QK, V)

@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include "kernels/cuda/params.hpp"
+#include "kernels/cuda/sm90/raster_tokens.hpp"
 
 namespace attnkit::cuda::sm90 {
 
@@ -19,6 +20,14 @@ struct Fa3Params {
   // producer publishes each to the consumers in shared memory); zero: each
   // CTA walks blockIdx.x, blockIdx.x + gridDim.x, ...
   int dynamic_tiles = 0;
+  // fa3bsr (raster_tokens.hpp): 5-D maps (head dim, x, y, t, n) of q, k, v
+  // whose boxes are one kernel tile of video tokens; the t and n coordinates
+  // of batch b's token (t, head) are t + b * t_per_batch and head + b *
+  // n_per_batch (the batch folded into frames for BSHD, into heads for BHSD).
+  // tma_q / tma_k / tma_v still read the text tokens' rows.
+  CUtensorMap raster_q, raster_k, raster_v;
+  int raster_t_per_batch = 0, raster_n_per_batch = 0;
+  RasterDivisors raster_div;  // a.raster's, for the rows -> (t, y, x) of boxes and of the epilogue
 };
 
 }  // namespace attnkit::cuda::sm90

@@ -79,6 +79,15 @@ __device__ __forceinline__ void tma_load_4d(std::uint32_t smem, const CUtensorMa
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+// The same for a 5-D map (raster_tokens.hpp: a box of video tokens).
+__device__ __forceinline__ void tma_load_5d(std::uint32_t smem, const CUtensorMap* map, std::uint32_t bar, int c0,
+                                            int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], "
+      "[%2];\n" ::"r"(smem),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
 
 // ---- wgmma
 
