@@ -12,6 +12,7 @@
 #include "attnkit/backends/reference.hpp"
 #include "attnkit/backends/sparse.hpp"
 #include "attnkit/backends/cpu_flash.hpp"
+#include "attnkit/backends/cuda.hpp"
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/runtime/deployment.hpp"
 #include "attnkit/sparse/sliding_tile.hpp"
@@ -141,6 +142,20 @@ TEST(SlidingTile, RasterOrderKernelChecksTheGrid) {
   Problem thd = p;
   thd.layout = Layout::thd;
   EXPECT_FALSE(make_fa3_raster_block_sparse_backend(tiles)->check(thd, gpu).ok());
+  // 384-token blocks: 192-key tiles (fa3bsr192) when a 192-row block is one
+  // box, else the 128-key tiles of fa3bsr.
+  auto family = [&](const Problem& q, const VideoTiling& g) {
+    const auto instance = cuda_planned_instance(*make_fa3_raster_block_sparse_backend(g), q);
+    return instance ? instance->family : std::string("none");
+  };
+  Problem sta = testing::video_problem({6, 16, 16}, 0, 1, 2, 2, 128, DType::bf16);
+  sta.block_sparse = BlockSparse{384, 384, 1, 1};
+  EXPECT_TRUE(make_fa3_raster_block_sparse_backend({6, 16, 16, 6, 8, 8})->check(sta, gpu).ok());
+  EXPECT_EQ(family(sta, {6, 16, 16, 6, 8, 8}), "fa3bsr192");
+  Problem planes = testing::video_problem({3, 16, 32}, 0, 1, 2, 2, 128, DType::bf16);  // 3 x 8 x 16 tiles: 128-token planes
+  planes.block_sparse = BlockSparse{384, 384, 1, 1};
+  EXPECT_TRUE(make_fa3_raster_block_sparse_backend({3, 16, 32, 3, 8, 16})->check(planes, gpu).ok());
+  EXPECT_EQ(family(planes, {3, 16, 32, 3, 8, 16}), "fa3bsr");
   Problem dense = p;
   dense.block_sparse.reset();  // any token order: fa3's own kernel
   EXPECT_TRUE(make_fa3_raster_block_sparse_backend({4, 16, 16, 1, 4, 4})->check(dense, gpu).ok());

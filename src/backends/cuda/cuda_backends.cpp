@@ -64,6 +64,11 @@ CudaKernelInstance info_fa3bs(DType dtype, const char* arch) { return renamed(in
 template <int QK, int V>
 CudaKernelInstance info_fa3bsr(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bsr"); }
 template <int QK, int V>
+CudaKernelInstance info_fa3bsr192(DType dtype, const char* arch) {
+  using Tr = typename cuda::sm90::Fa3Keys192Config<std::uint16_t, QK, V>::Traits;
+  return {"fa3bsr192", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
+template <int QK, int V>
 CudaKernelInstance info_fa3bsk64(DType dtype, const char* arch) {
   using Tr = typename cuda::sm90::Fa3Keys64Config<std::uint16_t, QK, V>::Traits;
   return {"fa3bsk64", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
@@ -490,12 +495,8 @@ class CudaBackend final : public Backend {
                            {"compiled", head_dim_pairs(family) + " (qk/v)" + sparse_note}});
       return;
     }
-    if (reads_raster(p)) {  // query tiles and key tiles must each be one box of the grid
-      const char* why = cuda::sm90::raster_tokens_refusal(raster_, p.seqlen_q, p.seqlen_k, entry->info.block_m);
-      if (*why == 0) why = cuda::sm90::raster_tokens_refusal(raster_, p.seqlen_q, p.seqlen_k, entry->info.block_n);
-      if (*why != 0)
-        out.add("AK2109", {{"backend", name_}, {"feature", std::string("raster-order video tokens here: ") + why}});
-    }
+    if (const char* why = raster_refusal(*entry, p); *why != 0)
+      out.add("AK2109", {{"backend", name_}, {"feature", std::string("raster-order video tokens here: ") + why}});
     if (p.block_sparse && !blocks_fit_tiles(*entry, p))
       out.add("AK2117", {{"backend", name_}, {"tile_q", std::to_string(entry->info.block_m)},
                          {"tile_k", std::to_string(entry->info.block_n)},
@@ -540,9 +541,17 @@ class CudaBackend final : public Backend {
     return e.info.block_m <= 0 ||
            (p.block_sparse->block_q % e.info.block_m == 0 && p.block_sparse->block_k % e.info.block_n == 0);
   }
-  static bool tiles_the_blocks(const std::string& family, const Problem& p) {
+  // Whether `family`'s instance takes p's blocks: whole tiles, and on raster
+  // order each query and key tile one box of the grid.
+  bool tiles_the_blocks(const std::string& family, const Problem& p) const {
     const KernelEntry* e = find_kernel(family, p);
-    return e != nullptr && blocks_fit_tiles(*e, p);
+    return e != nullptr && blocks_fit_tiles(*e, p) && *raster_refusal(*e, p) == 0;
+  }
+  // Why instance `e` cannot read p's raster-order tokens ("" when it can, or p is not read in raster order).
+  const char* raster_refusal(const KernelEntry& e, const Problem& p) const {
+    if (!reads_raster(p)) return "";
+    const char* why = cuda::sm90::raster_tokens_refusal(raster_, p.seqlen_q, p.seqlen_k, e.info.block_m);
+    return *why != 0 ? why : cuda::sm90::raster_tokens_refusal(raster_, p.seqlen_q, p.seqlen_k, e.info.block_n);
   }
 
   // The skip-softmax instance of `p`, configured and with its counts buffer
@@ -637,9 +646,10 @@ std::unique_ptr<Backend> make_fa3_raster_block_sparse_backend(const VideoTiling&
   caps.layouts = {Layout::bshd, Layout::bhsd};
   caps.paged_kv = false;
   return std::make_unique<CudaBackend>(
-      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bsr"},
-      "fa3 over block-sparse KV lists in tile order on video tokens in raster order (each 128-token block one TMA "
-      "box of the caller's rows, out written back in raster order) at head dims " + head_dim_pairs("fa3bsr"),
+      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bsr192", .sparse_narrow = "fa3bsr"},
+      "fa3 over block-sparse KV lists in tile order on video tokens in raster order (each kernel tile one TMA box "
+      "of the caller's rows, out written back in raster order) at head dims " + head_dim_pairs("fa3bsr") +
+          " (192-key tiles for blocks of 192-key multiples)",
       std::move(caps), 16, tiling);
 }
 // Element-wise loads: only the element alignment is needed.

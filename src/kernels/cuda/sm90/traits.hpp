@@ -154,6 +154,18 @@ struct Fa3Keys64Config;
 template <class T>
 struct Fa3Keys64Config<T, 128, 128> { using Traits = Fa3Traits<T, 128, 128, 128, 64, 2>; };
 
+// Block-sparse lists in blocks of 192-key multiples on video tokens in raster
+// order (instances.def family fa3bsr192): STA's 6 x 8 x 8 tiles are 384-token
+// blocks, which 176-key tiles (Fa3WideKeysConfig, faster than 128 on dense
+// rows) do not divide; the same schedule on 192 keys.
+template <class T, int HeadDimQK, int HeadDimV>
+struct Fa3Keys192Config;
+template <class T>
+struct Fa3Keys192Config<T, 128, 128> {
+  using Traits = Fa3Traits<T, 128, 128, 128, 192, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
+};
+
 // A paged cache is read in whole pages per key tile or whole key tiles per
 // page (sm90/mainloop.hpp Fa3Producer::load_paged), in whole 8-row swizzle
 // atoms: the page size divides the tile or is a multiple of it.
