@@ -360,6 +360,10 @@ TEST(CudaBackends, Fa3PlansWideKeyTilesForLongUnmaskedDenseCalls) {
   EXPECT_EQ(instance(sparse), "fa3bs 128x128");
   sparse.block_sparse = BlockSparse{128, 64, 1, 1};
   EXPECT_EQ(instance(sparse), "fa3bsk64 128x64");
+  sparse.block_sparse = BlockSparse{384, 384, 1, 1};  // STA's 6 x 8 x 8 tiles
+  EXPECT_EQ(instance(sparse), "fa3bs192 128x192");
+  sparse.block_sparse = BlockSparse{128, 256, 1, 1};
+  EXPECT_EQ(instance(sparse), "fa3bs 128x128");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 64, DType::bf16)), "fa3 192x128");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 256, DType::bf16)), "fa3 128x80");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 192, DType::bf16)), "fa3 128x96");

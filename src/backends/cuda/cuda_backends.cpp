@@ -64,9 +64,13 @@ CudaKernelInstance info_fa3bs(DType dtype, const char* arch) { return renamed(in
 template <int QK, int V>
 CudaKernelInstance info_fa3bsr(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bsr"); }
 template <int QK, int V>
-CudaKernelInstance info_fa3bsr192(DType dtype, const char* arch) {
+CudaKernelInstance info_fa3bs192(DType dtype, const char* arch) {
   using Tr = typename cuda::sm90::Fa3Keys192Config<std::uint16_t, QK, V>::Traits;
-  return {"fa3bsr192", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+  return {"fa3bs192", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
+template <int QK, int V>
+CudaKernelInstance info_fa3bsr192(DType dtype, const char* arch) {
+  return renamed(info_fa3bs192<QK, V>(dtype, arch), "fa3bsr192");
 }
 template <int QK, int V>
 CudaKernelInstance info_fa3bsk64(DType dtype, const char* arch) {
@@ -407,10 +411,11 @@ class CudaBackend final : public Backend {
   // block-sparse lists and paged caches ("" when the capabilities say none;
   // the family itself when its kernel reads them); sparse_narrow: lists whose
   // blocks the sparse family's tiles do not divide but its tiles do ("": none);
+  // sparse_wide: lists whose blocks its wider key tiles divide (taken first);
   // skip: request skip-softmax; wide_keys: the dense calls without a mask over
   // long key rows, where its instance at the head dims is faster (fa3wide).
   struct Families {
-    std::string sparse = "", sparse_narrow = "", paged = "", skip = "", wide_keys = "";
+    std::string sparse = "", sparse_narrow = "", sparse_wide = "", paged = "", skip = "", wide_keys = "";
   };
   // `raster`: the block-sparse family reads video tokens of this grid in
   // raster order (fa3bsr; frames 0: rows as they are).
@@ -517,6 +522,9 @@ class CudaBackend final : public Backend {
   bool reads_raster(const Problem& p) const { return raster_.frames > 0 && p.block_sparse.has_value(); }
 
   const std::string& family_for(const Problem& p) const {
+    if (p.block_sparse && !families_.sparse_wide.empty() && tiles_the_blocks(families_.sparse_wide, p) &&
+        prefer_built(families_.sparse_wide, families_.sparse, p))
+      return families_.sparse_wide;
     if (p.block_sparse && !families_.sparse_narrow.empty() && !tiles_the_blocks(families_.sparse, p) &&
         tiles_the_blocks(families_.sparse_narrow, p))
       return families_.sparse_narrow;
@@ -531,9 +539,14 @@ class CudaBackend final : public Backend {
     if (families_.wide_keys.empty() || p.block_sparse || p.paged_kv || p.mask != MaskKind::none ||
         p.seqlen_k < cuda::sm90::kWideKeysMinSeqlenK)
       return false;
-    const KernelEntry* wide = find_kernel(families_.wide_keys, p);
-    const KernelEntry* own = find_kernel(family_, p);
-    return wide != nullptr && (wide->info.built || own == nullptr || !own->info.built);
+    return prefer_built(families_.wide_keys, family_, p);
+  }
+  // A faster family's instance over the usual one's: when this binary has it,
+  // or lacks the usual one too (then check() names what is missing).
+  static bool prefer_built(const std::string& faster, const std::string& usual, const Problem& p) {
+    const KernelEntry* fast = find_kernel(faster, p);
+    const KernelEntry* own = find_kernel(usual, p);
+    return fast != nullptr && (fast->info.built || own == nullptr || !own->info.built);
   }
   // One list per query tile, whole key tiles per listed block (sm90/launch.hpp);
   // an instance without tiles (block_m 0: sdpa) takes any blocks.
@@ -625,15 +638,15 @@ std::unique_ptr<Backend> make_fa2_q64_block_sparse_backend() {
 std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
       "fa3", "fa3",
-      CudaBackend::Families{.sparse = "fa3bs", .sparse_narrow = "fa3bsk64", .paged = "fa3pg", .skip = "fa3ss",
-                            .wide_keys = "fa3wide"},
+      CudaBackend::Families{.sparse = "fa3bs", .sparse_narrow = "fa3bsk64", .sparse_wide = "fa3bs192",
+                            .paged = "fa3pg", .skip = "fa3ss", .wide_keys = "fa3wide"},
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
       "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v; wider key tiles at " + head_dim_pairs("fa3wide") +
           " for dense calls without a mask over " + std::to_string(cuda::sm90::kWideKeysMinSeqlenK) +
           "+ keys); block-sparse KV lists at head dims " +
-          head_dim_pairs("fa3bs") + " (64-key blocks at " + head_dim_pairs("fa3bsk64") +
-          "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
+          head_dim_pairs("fa3bs") + " (64-key blocks at " + head_dim_pairs("fa3bsk64") + ", 192-key tiles for blocks of " +
+          "192-key multiples at " + head_dim_pairs("fa3bs192") + "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
           "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
       fa3_capabilities(), 16);
 }
@@ -646,7 +659,7 @@ std::unique_ptr<Backend> make_fa3_raster_block_sparse_backend(const VideoTiling&
   caps.layouts = {Layout::bshd, Layout::bhsd};
   caps.paged_kv = false;
   return std::make_unique<CudaBackend>(
-      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bsr192", .sparse_narrow = "fa3bsr"},
+      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bsr", .sparse_wide = "fa3bsr192"},
       "fa3 over block-sparse KV lists in tile order on video tokens in raster order (each kernel tile one TMA box "
       "of the caller's rows, out written back in raster order) at head dims " + head_dim_pairs("fa3bsr") +
           " (192-key tiles for blocks of 192-key multiples)",

@@ -329,6 +329,9 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
 #define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, false, false, TAG, QK, V)
 // fa3bs: the same instance over block-sparse KV lists.
 #define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, false, false, TAG, QK, V)
+// fa3bs192: block-sparse KV lists in blocks of 192-key multiples, on 192-key tiles (Fa3Keys192Config).
+#define AK_DEFINE_LAUNCHER_fa3bs192(TAG, QK, V) \
+  AK_FA3_LAUNCHER(fa3bs192, Fa3Keys192Config, true, false, false, TAG, QK, V)
 // fa3bsk64: block-sparse KV lists in 64-key blocks, on 64-key tiles (Fa3Keys64Config).
 #define AK_DEFINE_LAUNCHER_fa3bsk64(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsk64, Fa3Keys64Config, true, false, false, TAG, QK, V)
 // fa3ss: request skip-softmax (AttnParams::skip_log2_factor / skip_counts).
