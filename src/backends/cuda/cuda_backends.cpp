@@ -32,63 +32,52 @@ struct KernelEntry {
 
 // Tile constants come from the same traits the kernels use (a 2-byte stand-in
 // element type: the constants do not depend on fp16 vs bf16).
+template <class Tr, int QK, int V>
+CudaKernelInstance info_of(const char* family, DType dtype, const char* arch) {
+  return {family, arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+}
 template <int QK, int V>
 CudaKernelInstance info_fa2(DType dtype, const char* arch) {
-  using Tr = typename cuda::Fa2Config<std::uint16_t, QK>::Traits;
-  return {"fa2", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+  return info_of<typename cuda::Fa2Config<std::uint16_t, QK>::Traits, QK, V>("fa2", dtype, arch);
 }
 template <int QK, int V>
 CudaKernelInstance info_fa3(DType dtype, const char* arch) {
-  using Tr = typename cuda::sm90::Fa3Config<std::uint16_t, QK, V>::Traits;
-  return {"fa3", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+  return info_of<typename cuda::sm90::Fa3Config<std::uint16_t, QK, V>::Traits, QK, V>("fa3", dtype, arch);
 }
-// The families that run another family's tiles over other inputs
-// (block-sparse lists, paged caches): its constants under their own name.
+// An instance's constants under another family's name.
 CudaKernelInstance renamed(CudaKernelInstance i, const char* family) {
   i.family = family;
   return i;
 }
 template <int QK, int V>
-CudaKernelInstance info_fa2bs(DType dtype, const char* arch) { return renamed(info_fa2<QK, V>(dtype, arch), "fa2bs"); }
-template <int QK, int V>
 CudaKernelInstance info_fa2bsq64(DType dtype, const char* arch) {
-  using Tr = typename cuda::Fa2Q64Config<std::uint16_t, QK>::Traits;
-  return {"fa2bsq64", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
+  return info_of<typename cuda::Fa2Q64Config<std::uint16_t, QK>::Traits, QK, V>("fa2bsq64", dtype, arch);
 }
-template <int QK, int V>
-CudaKernelInstance info_fa2solpool(DType dtype, const char* arch) {
-  return renamed(info_fa2bsq64<QK, V>(dtype, arch), "fa2solpool");
-}
-template <int QK, int V>
-CudaKernelInstance info_fa3bs(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bs"); }
-template <int QK, int V>
-CudaKernelInstance info_fa3bsr(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3bsr"); }
-template <int QK, int V>
-CudaKernelInstance info_fa3bs192(DType dtype, const char* arch) {
-  using Tr = typename cuda::sm90::Fa3Keys192Config<std::uint16_t, QK, V>::Traits;
-  return {"fa3bs192", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
-}
-template <int QK, int V>
-CudaKernelInstance info_fa3bsr192(DType dtype, const char* arch) {
-  return renamed(info_fa3bs192<QK, V>(dtype, arch), "fa3bsr192");
-}
-template <int QK, int V>
-CudaKernelInstance info_fa3bsk64(DType dtype, const char* arch) {
-  using Tr = typename cuda::sm90::Fa3Keys64Config<std::uint16_t, QK, V>::Traits;
-  return {"fa3bsk64", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
-}
-template <int QK, int V>
-CudaKernelInstance info_fa3pg(DType dtype, const char* arch) { return renamed(info_fa3<QK, V>(dtype, arch), "fa3pg"); }
-template <int QK, int V>
-CudaKernelInstance info_fa3wide(DType dtype, const char* arch) {
-  using Tr = typename cuda::sm90::Fa3WideKeysConfig<std::uint16_t, QK, V>::Traits;
-  return {"fa3wide", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
-}
-template <int QK, int V>
-CudaKernelInstance info_fa3ss(DType dtype, const char* arch) {
-  using Tr = typename cuda::sm90::Fa3SkipConfig<std::uint16_t, QK, V>::Traits;
-  return {"fa3ss", arch, dtype, QK, V, Tr::kBlockM, Tr::kBlockN, Tr::kSmemBytes, false};
-}
+// A family on a tile configuration of its own (sm90/traits.hpp), and one
+// that runs another family's tiles over other inputs (block-sparse lists,
+// paged caches, raster-order tokens): that family's constants under its name.
+#define AK_INFO_OF_CONFIG(FAMILY, CONFIG)                                                     \
+  template <int QK, int V>                                                                    \
+  CudaKernelInstance info_##FAMILY(DType dtype, const char* arch) {                           \
+    return info_of<typename cuda::sm90::CONFIG<std::uint16_t, QK, V>::Traits, QK, V>(#FAMILY, dtype, arch); \
+  }
+#define AK_INFO_RENAMED(FAMILY, BASE)                                  \
+  template <int QK, int V>                                             \
+  CudaKernelInstance info_##FAMILY(DType dtype, const char* arch) {    \
+    return renamed(info_##BASE<QK, V>(dtype, arch), #FAMILY);          \
+  }
+AK_INFO_OF_CONFIG(fa3bs192, Fa3Keys192Config)
+AK_INFO_OF_CONFIG(fa3bsk64, Fa3Keys64Config)
+AK_INFO_OF_CONFIG(fa3wide, Fa3WideKeysConfig)
+AK_INFO_OF_CONFIG(fa3ss, Fa3SkipConfig)
+AK_INFO_RENAMED(fa2bs, fa2)
+AK_INFO_RENAMED(fa2solpool, fa2bsq64)
+AK_INFO_RENAMED(fa3bs, fa3)
+AK_INFO_RENAMED(fa3bsr, fa3)
+AK_INFO_RENAMED(fa3bsr192, fa3bs192)
+AK_INFO_RENAMED(fa3pg, fa3)
+#undef AK_INFO_OF_CONFIG
+#undef AK_INFO_RENAMED
 template <int QK, int V>
 CudaKernelInstance info_sdpa(DType dtype, const char* arch) {
   return {"sdpa", arch, dtype, QK, V, 0, 0, 0, false};

@@ -30,13 +30,31 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// A tiled map of `kRank` dims (innermost first; byte strides of all but the
+// first) over the traits' element type, in their swizzle, with unit element
+// strides and 256-byte L2 promotion.
+template <class Traits, int kRank>
+cudaError_t encode_tiled(CUtensorMap& map, const void* data, const cuuint64_t (&dims)[kRank],
+                         const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank]) {
+  auto encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  cuuint32_t elem_strides[kRank];
+  for (int i = 0; i < kRank; ++i) elem_strides[i] = 1;
+  const CUtensorMapDataType type =
+      std::is_same_v<typename Traits::T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle swizzle =
+      Traits::kSwizzle == Swizzle::b128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUresult r = encode(&map, type, kRank, const_cast<void*>(data), dims, byte_strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // A 4-D map (head dim, rows, heads, batch) of one q/k/v tensor whose boxes are
 // one column block wide and `box_rows` rows tall, in the traits' swizzle.
 template <class Traits>
 cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64_t (&strides)[4], Layout layout,
                             std::int64_t rows, int heads, int batch, int dim, int box_rows) {
-  auto encode = tensor_map_encoder();
-  if (encode == nullptr) return cudaErrorNotSupported;
   constexpr std::int64_t e = sizeof(typename Traits::T);
   std::int64_t row_stride, head_stride, batch_stride;
   switch (layout) {
@@ -53,15 +71,7 @@ cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64
   const cuuint64_t byte_strides[3] = {bytes(row_stride, dims[1]), bytes(head_stride, dims[2]),
                                       bytes(batch_stride, dims[3])};
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(Traits::kBlockCols), static_cast<cuuint32_t>(box_rows), 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType type =
-      std::is_same_v<typename Traits::T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUtensorMapSwizzle swizzle =
-      Traits::kSwizzle == Swizzle::b128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
-  const CUresult r = encode(&map, type, 4, const_cast<void*>(data), dims, byte_strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return encode_tiled<Traits>(map, data, dims, byte_strides, box);
 }
 
 // The strides of a BSHD / BHSD tensor along (row, head, batch).
@@ -100,9 +110,7 @@ template <class Traits>
 cudaError_t encode_raster_map(CUtensorMap& map, const void* data, const std::int64_t (&strides)[4], Layout layout,
                               const VideoTiling& g, int heads, int batch, int dim, int box_rows,
                               const RasterFold& fold) {
-  auto encode = tensor_map_encoder();
   const RasterBox box_tokens = raster_box(g, box_rows);
-  if (encode == nullptr) return cudaErrorNotSupported;
   if (!box_tokens.ok() || layout == Layout::thd) return cudaErrorInvalidValue;
   constexpr std::int64_t e = sizeof(typename Traits::T);
   const RowStrides s = row_strides(strides, layout);
@@ -117,15 +125,7 @@ cudaError_t encode_raster_map(CUtensorMap& map, const void* data, const std::int
                                       bytes(s.row * g.width * g.height, dims[3]), bytes(s.head, dims[4])};
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(Traits::kBlockCols), static_cast<cuuint32_t>(box_tokens.w),
                              static_cast<cuuint32_t>(box_tokens.h), static_cast<cuuint32_t>(box_tokens.t), 1};
-  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
-  const CUtensorMapDataType type =
-      std::is_same_v<typename Traits::T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUtensorMapSwizzle swizzle =
-      Traits::kSwizzle == Swizzle::b128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
-  const CUresult r = encode(&map, type, 5, const_cast<void*>(data), dims, byte_strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return encode_tiled<Traits>(map, data, dims, byte_strides, box);
 }
 
 // A 4-D map (head dim, slot, head, page) of a paged cache [pages, page_size,
