@@ -42,10 +42,6 @@ class CudaSparseRunner final : public SparseRunner {
                                    bool tiled = false, bool q64 = false);
   ~CudaSparseRunner() override;
 
-  // Whether the block-sparse runs read the caller's raster-order tokens
-  // directly (fa3bsr) rather than tile-ordered copies.
-  bool reads_raster_order() const { return raster_order_; }
-
   std::size_t workspace_bytes() const override;
   Diagnostics run_dense(const AttentionTensors& t, Workspace ws, StreamHandle stream) const override;
   // `offsets` / `indices`: host views of a list set given to create() (their

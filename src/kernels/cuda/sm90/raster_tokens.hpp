@@ -3,8 +3,9 @@
 // sliding-tile backends' block lists index tokens in tile order
 // (core/video_tiles.hpp), and instead of gathering q, k, v into tile order and
 // scattering out back (0.66-0.8 ms at 30-70k tokens, docs/perf/gpu-sparse.md)
-// the kernel reads each 128-row block of tile order as one TMA box of a 5-D
-// map over the caller's raster rows and writes output row s at raster_index(s).
+// the kernel reads each kernel tile of tile-ordered rows (128 query rows; 128
+// or 192 keys) as one TMA box of a 5-D map over the caller's raster rows and
+// writes output row s at raster_index(s).
 //
 // Why a box is a block: tile-order rows [s, s + rows) of one tile are the
 // tokens (t0 .. t0 + bt, y0 .. y0 + bh, x0 .. x0 + tile_w) in the order
