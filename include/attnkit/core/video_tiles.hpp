@@ -55,11 +55,15 @@ AK_HOST_DEVICE VideoPosition tile_order_position(const VideoTiling& g, int s) {
   return {a * g.tile_t + i, b * g.tile_h + j, c * g.tile_w + k};
 }
 
+// The raster row of grid position `at`: (t * H + y) * W + x.
+AK_HOST_DEVICE std::int64_t raster_row(const VideoTiling& g, const VideoPosition& at) {
+  return (static_cast<std::int64_t>(at.t) * g.height + at.y) * g.width + at.x;
+}
+
 // Tile-order position -> raster position (the inverse).
 AK_HOST_DEVICE std::int64_t raster_index(const VideoTiling& g, std::int64_t s) {
   if (s >= g.video_tokens()) return s;
-  const VideoPosition at = tile_order_position(g, static_cast<int>(s));
-  return (static_cast<std::int64_t>(at.t) * g.height + at.y) * g.width + at.x;
+  return raster_row(g, tile_order_position(g, static_cast<int>(s)));
 }
 
 }  // namespace attnkit

@@ -34,10 +34,7 @@ struct Fa3Epilogue {
       if (row >= span.q_len) continue;
       std::int64_t at = row;
       if constexpr (kRaster)
-        if (row < p.raster.video_tokens()) {
-          const VideoPosition v = raster->position(row);
-          at = (static_cast<std::int64_t>(v.t) * p.raster.height + v.y) * p.raster.width + v.x;
-        }
+        if (row < p.raster.video_tokens()) at = raster_row(p.raster, raster->position(row));
       T* dst = out_base + at * out_row_stride + 2 * t;
 #pragma unroll
       for (int j = 0; j < Traits::kOTiles; ++j)

@@ -50,30 +50,6 @@ cudaError_t encode_tiled(CUtensorMap& map, const void* data, const cuuint64_t (&
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// A 4-D map (head dim, rows, heads, batch) of one q/k/v tensor whose boxes are
-// one column block wide and `box_rows` rows tall, in the traits' swizzle.
-template <class Traits>
-cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64_t (&strides)[4], Layout layout,
-                            std::int64_t rows, int heads, int batch, int dim, int box_rows) {
-  constexpr std::int64_t e = sizeof(typename Traits::T);
-  std::int64_t row_stride, head_stride, batch_stride;
-  switch (layout) {
-    case Layout::bshd: row_stride = strides[1], head_stride = strides[2], batch_stride = strides[0]; break;
-    case Layout::bhsd: row_stride = strides[2], head_stride = strides[1], batch_stride = strides[0]; break;
-    default: row_stride = strides[0], head_stride = strides[1], batch_stride = strides[1] * heads; batch = 1; break;
-  }
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(rows),
-                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
-  // A dimension of extent 1 may have any stride; TMA still wants a multiple of 16 bytes.
-  auto bytes = [&](std::int64_t s, cuuint64_t extent) {
-    return static_cast<cuuint64_t>(extent > 1 ? s * e : 16);
-  };
-  const cuuint64_t byte_strides[3] = {bytes(row_stride, dims[1]), bytes(head_stride, dims[2]),
-                                      bytes(batch_stride, dims[3])};
-  const cuuint32_t box[4] = {static_cast<cuuint32_t>(Traits::kBlockCols), static_cast<cuuint32_t>(box_rows), 1, 1};
-  return encode_tiled<Traits>(map, data, dims, byte_strides, box);
-}
-
 // The strides of a BSHD / BHSD tensor along (row, head, batch).
 struct RowStrides {
   std::int64_t row, head, batch;
@@ -83,15 +59,29 @@ inline RowStrides row_strides(const std::int64_t (&strides)[4], Layout layout) {
                                 : RowStrides{strides[1], strides[2], strides[0]};
 }
 
-// How the batch folds into a 5-D raster map (Fa3Params::raster_t_per_batch /
-// raster_n_per_batch): into frames when sequences follow one another with no
-// rows between (BSHD without text tokens), else into heads when heads follow
-// one another (BHSD). False: batch > 1 and neither, the launcher runs one
-// sequence at a time.
-struct RasterFold {
-  int t_per_batch = 0, n_per_batch = 0;
-  bool operator==(const RasterFold&) const = default;
-};
+// A 4-D map (head dim, rows, heads, batch) of one q/k/v tensor whose boxes are
+// one column block wide and `box_rows` rows tall, in the traits' swizzle.
+// THD: (head dim, packed rows, heads, 1).
+template <class Traits>
+cudaError_t encode_rows_map(CUtensorMap& map, const void* data, const std::int64_t (&strides)[4], Layout layout,
+                            std::int64_t rows, int heads, int batch, int dim, int box_rows) {
+  constexpr std::int64_t e = sizeof(typename Traits::T);
+  const RowStrides s = layout == Layout::thd ? RowStrides{strides[0], strides[1], strides[1] * heads}
+                                             : row_strides(strides, layout);
+  if (layout == Layout::thd) batch = 1;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  // A dimension of extent 1 may have any stride; TMA still wants a multiple of 16 bytes.
+  auto bytes = [&](std::int64_t stride, cuuint64_t extent) {
+    return static_cast<cuuint64_t>(extent > 1 ? stride * e : 16);
+  };
+  const cuuint64_t byte_strides[3] = {bytes(s.row, dims[1]), bytes(s.head, dims[2]), bytes(s.batch, dims[3])};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(Traits::kBlockCols), static_cast<cuuint32_t>(box_rows), 1, 1};
+  return encode_tiled<Traits>(map, data, dims, byte_strides, box);
+}
+
+// Tensor `strides`' RasterFold (raster_tokens.hpp). False: batch > 1 and
+// neither fold (BSHD with text tokens, or views with other batch strides).
 inline bool raster_fold(const std::int64_t (&strides)[4], Layout layout, const VideoTiling& g, int heads, int batch,
                         RasterFold& fold) {
   fold = {};
@@ -169,9 +159,13 @@ cudaError_t fa3_configure() {
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
 // kBlockSparse: a.block_offsets / block_indices list each query block's KV
 // blocks; the plan checked block_q % kBlockM == 0 and block_k % kBlockN == 0.
-// kRaster: q, k, v, out in raster order over a.raster (raster_tokens.hpp).
+// kRaster: q, k, v, out in raster order over a.raster (raster_tokens.hpp),
+// each of q, k, v folding its batch as `folds` says.
+struct RasterFolds {
+  RasterFold q, k, v;
+};
 template <class Traits, bool kBlockSparse = false, bool kPaged = false, bool kRaster = false>
-cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream) {
+cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const RasterFolds& folds = {}) {
   AttnParams a = a_in;
   if constexpr (kBlockSparse)
     if (!prepare_listed_launch(a, Traits::kBlockM, Traits::kBlockN)) return cudaErrorInvalidValue;
@@ -179,24 +173,20 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream) {
   params.a = a;
   cudaError_t err;
   if constexpr (kRaster) {
-    RasterFold q_fold, k_fold, v_fold;
     if (a.layout == Layout::thd || raster_tokens_refusal(a.raster, a.seqlen_q, a.seqlen_k, Traits::kBlockM)[0] != 0 ||
-        raster_tokens_refusal(a.raster, a.seqlen_q, a.seqlen_k, Traits::kBlockN)[0] != 0 ||
-        !raster_fold(a.q_strides, a.layout, a.raster, a.heads_q, a.batch, q_fold) ||
-        !raster_fold(a.k_strides, a.layout, a.raster, a.heads_kv, a.batch, k_fold) ||
-        !raster_fold(a.v_strides, a.layout, a.raster, a.heads_kv, a.batch, v_fold) || !(q_fold == k_fold) ||
-        !(k_fold == v_fold))
+        raster_tokens_refusal(a.raster, a.seqlen_q, a.seqlen_k, Traits::kBlockN)[0] != 0)
       return cudaErrorInvalidValue;
     params.raster_div = RasterDivisors(a.raster);
-    params.raster_t_per_batch = q_fold.t_per_batch;
-    params.raster_n_per_batch = q_fold.n_per_batch;
+    params.fold_q = folds.q, params.fold_k = folds.k, params.fold_v = folds.v;
     if ((err = encode_raster_map<Traits>(params.raster_q, a.q, a.q_strides, a.layout, a.raster, a.heads_q, a.batch,
-                                         a.head_dim_qk, Traits::kBlockM, q_fold)) != cudaSuccess ||
+                                         a.head_dim_qk, Traits::kBlockM, folds.q)) != cudaSuccess ||
         (err = encode_raster_map<Traits>(params.raster_k, a.k, a.k_strides, a.layout, a.raster, a.heads_kv, a.batch,
-                                         a.head_dim_qk, Traits::kBlockN, k_fold)) != cudaSuccess ||
+                                         a.head_dim_qk, Traits::kBlockN, folds.k)) != cudaSuccess ||
         (err = encode_raster_map<Traits>(params.raster_v, a.v, a.v_strides, a.layout, a.raster, a.heads_kv, a.batch,
-                                         a.head_dim_v, Traits::kBlockN, v_fold)) != cudaSuccess)
+                                         a.head_dim_v, Traits::kBlockN, folds.v)) != cudaSuccess)
       return err;
+  } else {
+    (void)folds;
   }
   if ((err = encode_rows_map<Traits>(params.tma_q, a.q, a.q_strides, a.layout, a.rows_q, a.heads_q, a.batch,
                                      a.head_dim_qk, Traits::kBlockM)) != cudaSuccess)
@@ -269,41 +259,37 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Whether every tensor of a raster call folds its batch the same way.
-inline bool raster_folds_alike(const AttnParams& a) {
-  RasterFold q, k, v;
-  return raster_fold(a.q_strides, a.layout, a.raster, a.heads_q, a.batch, q) &&
-         raster_fold(a.k_strides, a.layout, a.raster, a.heads_kv, a.batch, k) &&
-         raster_fold(a.v_strides, a.layout, a.raster, a.heads_kv, a.batch, v) && q == k && k == v;
-}
-
-// fa3_launch_once, except that a raster call whose tensors do not fold their
-// batch alike (BSHD with text tokens, or views with other batch strides) runs
-// one launch per sequence on offset pointers (TMA maps hold at most 5 dims).
+// fa3_launch_once, except that a raster call in which some tensor cannot fold
+// its batch (raster_fold) runs one launch per sequence on offset pointers
+// (TMA maps hold at most 5 dims).
 template <class Traits, bool kBlockSparse = false, bool kPaged = false, bool kRaster = false>
 cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
   if constexpr (kRaster) {
-    if (a.batch > 1 && a.layout != Layout::thd && !raster_folds_alike(a)) {
-      using T = typename Traits::T;
-      for (int b = 0; b < a.batch; ++b) {
-        AttnParams one = a;
-        one.batch = 1;
-        one.q = static_cast<const T*>(a.q) + b * a.q_strides[0];
-        one.k = static_cast<const T*>(a.k) + b * a.k_strides[0];
-        one.v = static_cast<const T*>(a.v) + b * a.v_strides[0];
-        one.out = static_cast<T*>(a.out) + b * a.out_strides[0];
-        if (a.lse != nullptr) one.lse = a.lse + b * a.lse_strides[0];
-        if constexpr (kBlockSparse)
-          if (a.block_batch > 1) {  // this sequence's list rows (block_sparse_row's order)
-            one.block_offsets = a.block_offsets + static_cast<std::int64_t>(b) * a.block_heads * a.num_q_blocks;
-            one.block_batch = 1;
-          }
-        if (const cudaError_t err = fa3_launch_once<Traits, kBlockSparse, kPaged, kRaster>(one, stream);
-            err != cudaSuccess)
-          return err;
-      }
-      return cudaSuccess;
+    RasterFolds folds;
+    if (a.layout == Layout::thd) return cudaErrorInvalidValue;
+    if (raster_fold(a.q_strides, a.layout, a.raster, a.heads_q, a.batch, folds.q) &&
+        raster_fold(a.k_strides, a.layout, a.raster, a.heads_kv, a.batch, folds.k) &&
+        raster_fold(a.v_strides, a.layout, a.raster, a.heads_kv, a.batch, folds.v))
+      return fa3_launch_once<Traits, kBlockSparse, kPaged, kRaster>(a, stream, folds);
+    using T = typename Traits::T;
+    for (int b = 0; b < a.batch; ++b) {
+      AttnParams one = a;
+      one.batch = 1;
+      one.q = static_cast<const T*>(a.q) + b * a.q_strides[0];
+      one.k = static_cast<const T*>(a.k) + b * a.k_strides[0];
+      one.v = static_cast<const T*>(a.v) + b * a.v_strides[0];
+      one.out = static_cast<T*>(a.out) + b * a.out_strides[0];
+      if (a.lse != nullptr) one.lse = a.lse + b * a.lse_strides[0];
+      if constexpr (kBlockSparse)
+        if (a.block_batch > 1) {  // this sequence's list rows (block_sparse_row's order)
+          one.block_offsets = a.block_offsets + static_cast<std::int64_t>(b) * a.block_heads * a.num_q_blocks;
+          one.block_batch = 1;
+        }
+      if (const cudaError_t err = fa3_launch_once<Traits, kBlockSparse, kPaged, kRaster>(one, stream);
+          err != cudaSuccess)
+        return err;
     }
+    return cudaSuccess;
   }
   return fa3_launch_once<Traits, kBlockSparse, kPaged, kRaster>(a, stream);
 }

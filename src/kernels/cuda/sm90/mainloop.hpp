@@ -164,12 +164,13 @@ struct Fa3Producer {
   template <bool kRaster>
   static __device__ __forceinline__ void load_block(std::uint32_t dst, int rows, const Fa3Params& p,
                                                     const CUtensorMap* row_map, const CUtensorMap* raster_map,
-                                                    std::uint32_t bar, int row, int head, int batch, int blocks) {
+                                                    const RasterFold& fold, std::uint32_t bar, int row, int head,
+                                                    int batch, int blocks) {
     if constexpr (kRaster) {
       const VideoTiling& g = p.a.raster;
       if (row < g.video_tokens()) {
         const VideoPosition at = p.raster_div.position(row);
-        const int t = at.t + batch * p.raster_t_per_batch, n = head + batch * p.raster_n_per_batch;
+        const int t = at.t + batch * fold.t_per_batch, n = head + batch * fold.n_per_batch;
         for (int c = 0; c < blocks; ++c)
           tma_load_5d(dst + static_cast<std::uint32_t>(c * rows * Traits::kSwizzleBytes), raster_map, bar,
                       c * Traits::kBlockCols, at.x, at.y, t, n);
@@ -216,8 +217,8 @@ struct Fa3Producer {
     mbar_wait(sm.q_empty(), ps.q_parity() ^ 1);  // the previous tile's last Q K^T is done
     if constexpr (kPaged) sm.set_page_fault(ps.q & 1, 0);  // this turn's previous tile was stored
     mbar_arrive_expect_tx(sm.q_full(), static_cast<std::uint32_t>(Traits::kQBytes));
-    load_block<kRaster>(sm.q(), Traits::kBlockM, p, &p.tma_q, &p.raster_q, sm.q_full(), at.q_row0 + m0, at.head,
-                        at.batch, Traits::kQkBlocks);
+    load_block<kRaster>(sm.q(), Traits::kBlockM, p, &p.tma_q, &p.raster_q, p.fold_q, sm.q_full(), at.q_row0 + m0,
+                        at.head, at.batch, Traits::kQkBlocks);
     constexpr bool kListed = !std::is_same_v<Tiles, KeyTiles>;
     int tile = tiles.tile(0);
     for (int it = 0; it < tiles.count(); ++it) {
@@ -234,16 +235,16 @@ struct Fa3Producer {
                        Traits::kQkBlocks))
           sm.set_page_fault(ps.q & 1, 1);
       } else
-        load_block<kRaster>(sm.k(slot.stage), Traits::kBlockN, p, &p.tma_k, &p.raster_k, sm.k_full(slot.stage), key0,
-                            at.head_kv, at.batch, Traits::kQkBlocks);
+        load_block<kRaster>(sm.k(slot.stage), Traits::kBlockN, p, &p.tma_k, &p.raster_k, p.fold_k,
+                            sm.k_full(slot.stage), key0, at.head_kv, at.batch, Traits::kQkBlocks);
       mbar_wait(sm.v_empty(slot.stage), slot.parity ^ 1);
       mbar_arrive_expect_tx(sm.v_full(slot.stage), static_cast<std::uint32_t>(Traits::kVBytes));
       if constexpr (kPaged)
         (void)load_paged(sm.v(slot.stage), &p.tma_v, sm.v_full(slot.stage), p.a, at.head_kv, seq, key0,
                          Traits::kVBlocks);
       else
-        load_block<kRaster>(sm.v(slot.stage), Traits::kBlockN, p, &p.tma_v, &p.raster_v, sm.v_full(slot.stage), key0,
-                            at.head_kv, at.batch, Traits::kVBlocks);
+        load_block<kRaster>(sm.v(slot.stage), Traits::kBlockN, p, &p.tma_v, &p.raster_v, p.fold_v,
+                            sm.v_full(slot.stage), key0, at.head_kv, at.batch, Traits::kVBlocks);
       tile = next;
     }
     ps.kv += tiles.count();

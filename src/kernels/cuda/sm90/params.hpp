@@ -21,12 +21,10 @@ struct Fa3Params {
   // CTA walks blockIdx.x, blockIdx.x + gridDim.x, ...
   int dynamic_tiles = 0;
   // fa3bsr (raster_tokens.hpp): 5-D maps (head dim, x, y, t, n) of q, k, v
-  // whose boxes are one kernel tile of video tokens; the t and n coordinates
-  // of batch b's token (t, head) are t + b * t_per_batch and head + b *
-  // n_per_batch (the batch folded into frames for BSHD, into heads for BHSD).
+  // whose boxes are one kernel tile of video tokens, each with its batch fold.
   // tma_q / tma_k / tma_v still read the text tokens' rows.
   CUtensorMap raster_q, raster_k, raster_v;
-  int raster_t_per_batch = 0, raster_n_per_batch = 0;
+  RasterFold fold_q, fold_k, fold_v;
   RasterDivisors raster_div;  // a.raster's, for the rows -> (t, y, x) of boxes and of the epilogue
 };
 

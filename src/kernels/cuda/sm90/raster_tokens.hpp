@@ -82,6 +82,15 @@ struct RasterDivisors {
   }
 };
 
+// How a 5-D raster map folds the batch (the launcher's raster_fold): batch
+// b's token (t, head) is box coordinate (t + b * t_per_batch, head + b *
+// n_per_batch): into frames when sequences follow one another with no rows
+// between (BSHD without text tokens), into heads when heads do (BHSD). Each
+// of q, k, v has its own (GQA: k and v have fewer heads per sequence).
+struct RasterFold {
+  int t_per_batch = 0, n_per_batch = 0;
+};
+
 // Why fa3bsr cannot read a problem of `seqlen_q` x `seqlen_k` tokens over
 // `g` in blocks of `rows` ("" when it can): the same tokens on both sides
 // (self-attention over the grid), whole tiles, video tokens first (text
