@@ -88,5 +88,16 @@ TEST(KeyTiles, DenseRangeTilesAreConsecutive) {
   for (int it = 0; it < t.count(); ++it) EXPECT_EQ(t.tile(it), t.begin + it);
 }
 
+// A row the dense range covers takes its first and last entries without a
+// search, also inside a larger index buffer.
+TEST(SparseKeyTiles, WholeRowsNeedNoSearch) {
+  const std::int32_t buffer[] = {7, 0, 2, 3, 5, 1};
+  KeyTiles range{};
+  range.begin = 0;
+  range.end = 12;  // blocks 0..5 at ratio 2
+  const SparseKeyTiles s = sparse_key_tiles(range, buffer, 1, 5, 2);
+  EXPECT_EQ(visited(s), (std::vector<int>{0, 1, 4, 5, 6, 7, 10, 11}));
+}
+
 }  // namespace
 }  // namespace attnkit::cuda

@@ -77,8 +77,12 @@ AK_HOST_DEVICE SparseKeyTiles sparse_key_tiles(const KeyTiles& range, const std:
   const int b_begin = range.begin / ratio, b_end = (range.end + ratio - 1) / ratio;
   SparseKeyTiles t{range, list, lo, lo, ratio, 0, 0, b_begin, b_end};
   if (range.count() <= 0 || lo >= hi) return t;
-  t.first = lower_bound_i32(list, lo, hi, b_begin);
-  t.last = lower_bound_i32(list, t.first, hi, b_end);
+  // The row's first and last entries bound an ascending row: when the range
+  // takes the whole row (no window) two independent loads replace the binary
+  // searches' chain of dependent ones at the start of every output tile.
+  const std::int32_t head = list[lo], tail = list[hi - 1];
+  t.first = head >= b_begin ? lo : lower_bound_i32(list, lo, hi, b_begin);
+  t.last = tail < b_end ? hi : lower_bound_i32(list, t.first, hi, b_end);
   if (t.last <= t.first) return t;
   t.skip = list[t.first] == b_begin ? range.begin - b_begin * ratio : 0;
   const int cut_back = list[t.last - 1] == b_end - 1 ? b_end * ratio - range.end : 0;

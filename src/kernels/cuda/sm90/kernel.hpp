@@ -53,9 +53,8 @@ __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk
 // kPaged: K and V come from a paged cache (AttnParams::block_table). Its own
 // instances: the producer's page walk spills in the producer's 24 registers
 // (88 bytes at d128 with ptxas 13.0; 32 registers deadlocked setmaxnreg at
-// d128, where the consumers' 2 x 240 leave no more). The dense instances are
-// spill-free except d256's producer (12 bytes, 8 in fa3ss, since the dynamic
-// walk's state).
+// d128, where the consumers' 2 x 240 leave no more). Every other instance is
+// spill-free (ptxas 13.0, 2026-12-04).
 // kRaster: video tokens in raster order (fa3bsr, raster_tokens.hpp): the
 // producer reads tile-order blocks as boxes of the raster maps, the epilogue
 // writes each row at its raster position; nothing else changes.
@@ -120,7 +119,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
   } else {
     regs_claim<Traits::kConsumerRegs>();
     using Consumer = Fa3Consumer<Traits>;
-    const int wg = warpgroup - 1, wg_row0 = 64 * wg;
+    // The warp broadcast from lane 0, so ptxas knows it is uniform across the
+    // warp and keeps what derives from it (row offsets, the key range of the
+    // warpgroup's rows) in uniform registers: S, P and O hold most of the 240
+    // vector registers (on 192-key tiles the interior test's bounds spilled,
+    // reloaded every key tile: 2% of STA Wan's ncu samples, 2026-12-04).
+    const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
+    const int wg = warp / 4 - 1, wg_row0 = 64 * wg;
     const bool has_sink = p.sinks != nullptr;
     const bool packed = p.layout == Layout::thd;
     Consumer::first_turn(wg);
@@ -128,7 +133,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
     SkipRows skip{};  // skip-softmax: the rows' state per tile, the counts over the CTA's tiles
     Fa3Tile<kBlockSparse> t;
     auto compute = [&](const Fa3Tile<kBlockSparse>& t) {
-      const int strip_row0 = t.m0 + wg_row0 + 16 * ((threadIdx.x / 32) & 3);
+      const int strip_row0 = t.m0 + wg_row0 + 16 * (warp & 3);
       const KeyTiles wg_keys = visible_key_tiles(t.m0 + wg_row0, 64, t.span.q_len, t.span.k_len, p.window_left,
                                                  p.window_right, Traits::kBlockN);
       const float sink_log2 = has_sink ? p.sinks[t.tile.head * p.sinks_stride] * kLog2e : 0.0f;
