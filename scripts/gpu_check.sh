@@ -38,6 +38,9 @@
 #     (GPU_CHECK_PROFILE_BACKEND=fa3: fa3 against FlashAttention-3's kernel instead)
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096; GPU_CHECK_PROFILE_VARIANT=<name>:
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
+#   GPU_CHECK_PROFILE_SPARSE=sta_wan ...           # ncu of bench_sparse.py cases (--no-flex): per case its first two fa3
+#                                                  # launches, attnkit's block-sparse kernel and its dense fa3 at the same shape
+#                                                  # (density: its 10% case; GPU_CHECK_PROFILE_SPARSE_LAUNCHES overrides)
 #
 # $OUT receives at most 8 files (the device tool's limit): summary.{json,md},
 # bench_{attnkit,torch,variants,ab,sparse}.json and logs.tgz (every log, every
@@ -450,6 +453,22 @@ if [[ "${GPU_CHECK_SPARSE:-0}" == 1 ]]; then
     timeout 420 python3 "$ROOT/bench/gpu/bench_sparse.py" --json "$OUT/bench_sparse.json" \
     ${GPU_CHECK_SPARSE_ONLY:+--only $GPU_CHECK_SPARSE_ONLY} ${GPU_CHECK_SPARSE_ARGS:-} > "$LOGS/bench_sparse.log" 2>&1 || status=1
   grep -vE "Warning|warn" "$LOGS/bench_sparse.log" | tail -40
+fi
+
+# ncu of a block-sparse case: where the sparse kernel's time goes against the
+# dense kernel's at the same shape (GPU_CHECK_PROFILE_SPARSE=<case>).
+if [[ -n "${GPU_CHECK_PROFILE_SPARSE:-}" ]]; then
+  pcase="$GPU_CHECK_PROFILE_SPARSE" pcases="${GPU_CHECK_PROFILE_SPARSE//,/ }"
+  plaunches="${GPU_CHECK_PROFILE_SPARSE_LAUNCHES:-$((2 * $(wc -w <<< "$pcases")))}"
+  step "ncu: bench_sparse.py $pcase, attnkit's fa3 block-sparse and dense kernels (reports in logs.tgz)"
+  PYTHONPATH="$BUILD/python" timeout 400 ncu --set full --import-source yes -k regex:fa3_forward --launch-count "$plaunches" -f \
+    -o "$LOGS/ncu_sparse" python3 "$ROOT/bench/gpu/bench_sparse.py" --json /dev/null --only "$pcase" --iters 1 \
+    --warmup 1 --no-flex > "$LOGS/ncu_sparse.log" 2>&1 || { status=1; tail -5 "$LOGS/ncu_sparse.log"; }
+  ncu -i "$LOGS/ncu_sparse.ncu-rep" --page details > "$LOGS/ncu_sparse_details.txt" 2>&1
+  ncu -i "$LOGS/ncu_sparse.ncu-rep" --page source --print-source sass --csv > "$LOGS/ncu_sparse_sass.csv" 2>&1
+  ncu -i "$LOGS/ncu_sparse.ncu-rep" --page raw --csv > "$LOGS/ncu_sparse_raw.csv" 2>&1
+  grep -E "fa3_forward|Duration|Compute \(SM\) Throughput|L2 Hit Rate|DRAM Throughput|Issue Slots Busy|No Eligible|Local Memory" \
+    "$LOGS/ncu_sparse_details.txt" | cut -c1-140 | head -24
 fi
 
 # Request skip-softmax on fa3 against its dense kernel (GPU_CHECK_SKIP_SOFTMAX=1).
