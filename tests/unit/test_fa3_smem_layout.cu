@@ -134,6 +134,54 @@ TEST(Fa3SmemLayout, D192MatchesCute) { check_config<192, 192>(); }
 TEST(Fa3SmemLayout, D256MatchesCute) { check_config<256, 256>(); }
 TEST(Fa3SmemLayout, Qk192V128MatchesCute) { check_config<192, 128>(); }
 
+// Two Q buffers where they fit 227 KB with the K / V ring, one elsewhere; the
+// barriers sit past every buffer, 8 bytes each, within the allocation.
+template <class Tr>
+int q_buffers() {
+  EXPECT_EQ(Tr::kBarrierOffset, Tr::kQStages * Tr::kQBytes + Tr::kStages * (Tr::kKBytes + Tr::kVBytes));
+  EXPECT_EQ(Tr::kSmemBytes, Tr::smem_bytes(Tr::kQStages));
+  EXPECT_LE(Tr::kSmemBytes, 227u * 1024);
+  if (Tr::kQStages == 2) EXPECT_LE(Tr::smem_bytes(2), 227u * 1024);  // two only where they fit
+  return Tr::kQStages;
+}
+TEST(Fa3SmemLayout, SecondQBufferWhereItFits) {
+  using T = std::uint16_t;
+  using D64 = Fa3Config<T, 64, 64>::Traits;
+  using D96 = Fa3Config<T, 96, 96>::Traits;
+  using D128 = Fa3Config<T, 128, 128>::Traits;
+  using Keys64 = Fa3Keys64Config<T, 128, 128>::Traits;
+  using Skip128 = Fa3SkipConfig<T, 128, 128>::Traits;
+  using D192 = Fa3Config<T, 192, 192>::Traits;
+  using D256 = Fa3Config<T, 256, 256>::Traits;
+  using Qk192V128 = Fa3Config<T, 192, 128>::Traits;
+  using Wide = Fa3WideKeysConfig<T, 128, 128>::Traits;
+  using Keys192 = Fa3Keys192Config<T, 128, 128>::Traits;
+  using Skip256 = Fa3SkipConfig<T, 256, 256>::Traits;
+  EXPECT_EQ(q_buffers<D64>(), 2);
+  EXPECT_EQ(q_buffers<D96>(), 2);
+  EXPECT_EQ(q_buffers<D128>(), 2);
+  EXPECT_EQ(q_buffers<Keys64>(), 2);
+  EXPECT_EQ(q_buffers<Skip128>(), 2);
+  EXPECT_EQ(q_buffers<D192>(), 1);
+  EXPECT_EQ(q_buffers<D256>(), 1);
+  EXPECT_EQ(q_buffers<Qk192V128>(), 1);
+  EXPECT_EQ(q_buffers<Wide>(), 1);
+  EXPECT_EQ(q_buffers<Keys192>(), 1);
+  EXPECT_EQ(q_buffers<Skip256>(), 1);  // two fit; turned off: the slot index spilled
+  EXPECT_LE(Skip256::smem_bytes(2), 227u * 1024);
+  EXPECT_GT(D256::smem_bytes(2), 227u * 1024);
+  EXPECT_GT(Wide::smem_bytes(2), 227u * 1024);
+  // Asked for one buffer, one buffer; the turn overlap only with two.
+  using OneQ = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, true, true, 0, false, false, /*PrefetchQ=*/false,
+                         /*OverlapTurns=*/true>;
+  EXPECT_EQ(q_buffers<OneQ>(), 1);
+  EXPECT_FALSE(OneQ::kOverlapTurns);
+  using Across = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, true, true, 0, false, false, true, true>;
+  EXPECT_EQ(q_buffers<Across>(), 2);
+  EXPECT_TRUE(Across::kOverlapTurns);
+  EXPECT_FALSE(D128::kOverlapTurns);  // not shipped
+}
+
 // The descriptor's bit fields as the PTX ISA lays them out.
 TEST(Fa3SmemLayout, DescriptorEncoding) {
   const std::uint64_t d = make_desc(0x12340, 2048, 1024, Swizzle::b128);
