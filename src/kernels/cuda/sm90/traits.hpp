@@ -18,7 +18,7 @@ namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
           int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0,
-          bool SkipSoftmax = false, bool DeferRescale = false, bool PrefetchQ = true,
+          bool SkipSoftmax = false, bool DeferRescale = false, bool PrefetchQ = false,
           bool OverlapTurns = false>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
@@ -81,7 +81,8 @@ struct Fa3Traits {
   // consumers are still on tile t (after tile t-1's last Q K^T), so a
   // persistent CTA's consumers do not wait for Q at a tile's start; with one
   // buffer tile t+1's Q loads only once tile t's last Q K^T is done. Where two
-  // do not fit (176- and 192-key d128 tiles, d192, d256), one.
+  // do not fit (176- and 192-key d128 tiles, d192, d256), one. Off in every
+  // shipped instance until a GPU has run it: bench variants (fa3_variants.def).
   static constexpr int kQStages = PrefetchQ && smem_bytes(2) <= 227 * 1024 ? 2 : 1;
   // With two Q buffers, tile t+1's first S = Q K^T can issue in the turn of
   // tile t's last O += P V (mainloop.hpp Fa3Consumer::run_across), so a tile's
@@ -105,6 +106,7 @@ struct Fa3Traits {
   static_assert(!SkipSoftmax || !DeferRescale, "skip-softmax rescales where it decides a tile's P V");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
   static_assert(!(OverlapTurns && SkipSoftmax), "skip-softmax keeps its tiles' turns apart");
+  static_assert(!OverlapTurns || PrefetchQ, "the next tile's first Q K^T needs its Q in the second buffer");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
                 "setmaxnreg takes multiples of 8 in 24..256");
   static_assert(ProducerRegs * 128 + ConsumerRegs * 128 * kConsumers <= 65536, "the register file holds 64K");
@@ -201,11 +203,10 @@ struct Fa3SkipConfig {
 };
 // d256: the skip state and the two loop versions spill at 80-key tiles (224
 // bytes of stores) and at 64 (84 bytes); 48-key tiles leave them the registers
-// (with one Q buffer: the second's slot index spilled 24 bytes, ptxas 13.0).
+// (with one Q buffer: a second one's slot index spilled 24 bytes, ptxas 13.0).
 template <class T>
 struct Fa3SkipConfig<T, 256, 256> {
-  using Traits = Fa3Traits<T, 256, 256, 128, 48, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, 0, true,
-                           /*DeferRescale=*/false, /*PrefetchQ=*/false>;  // a second Q buffer: 24 bytes of spills
+  using Traits = Fa3Traits<T, 256, 256, 128, 48, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, 0, true>;
 };
 
 }  // namespace attnkit::cuda::sm90
