@@ -134,50 +134,6 @@ TEST(Fa3SmemLayout, D192MatchesCute) { check_config<192, 192>(); }
 TEST(Fa3SmemLayout, D256MatchesCute) { check_config<256, 256>(); }
 TEST(Fa3SmemLayout, Qk192V128MatchesCute) { check_config<192, 128>(); }
 
-// Two Q buffers where they fit 227 KB with the K / V ring, one elsewhere; the
-// barriers sit past every buffer, 8 bytes each, within the allocation.
-template <class Tr>
-int q_buffers() {
-  EXPECT_EQ(Tr::kBarrierOffset, Tr::kQStages * Tr::kQBytes + Tr::kStages * (Tr::kKBytes + Tr::kVBytes));
-  EXPECT_EQ(Tr::kSmemBytes, Tr::smem_bytes(Tr::kQStages));
-  EXPECT_LE(Tr::kSmemBytes, 227u * 1024);
-  if (Tr::kQStages == 2) EXPECT_LE(Tr::smem_bytes(2), 227u * 1024);  // two only where they fit
-  return Tr::kQStages;
-}
-TEST(Fa3SmemLayout, SecondQBufferWhereItFits) {
-  using T = std::uint16_t;
-  // Asked for (the bench variants' PrefetchQ): two where they fit 227 KB.
-  using TwoQ128 = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, true, true, 0, false, false, /*PrefetchQ=*/true>;
-  using TwoQ64 = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, true, true, 0, false, true, /*PrefetchQ=*/true>;
-  using TwoQ96 = Fa3Traits<T, 96, 96, 128, 128, 2, 24, 240, true, true, 0, false, false, /*PrefetchQ=*/true>;
-  using TwoQSkip256 = Fa3Traits<T, 256, 256, 128, 48, 2, 24, 240, false, true, 0, true, false, /*PrefetchQ=*/true>;
-  using TwoQ256 = Fa3Traits<T, 256, 256, 128, 80, 2, 24, 240, false, true, 8, false, true, /*PrefetchQ=*/true>;
-  using TwoQWide = Fa3Traits<T, 128, 128, 128, 176, 2, 24, 240, true, true, 8, false, true, /*PrefetchQ=*/true>;
-  using TwoQ192 = Fa3Traits<T, 192, 192, 128, 96, 2, 24, 240, true, true, 0, false, false, /*PrefetchQ=*/true>;
-  EXPECT_EQ(q_buffers<TwoQ128>(), 2);
-  EXPECT_EQ(q_buffers<TwoQ64>(), 2);
-  EXPECT_EQ(q_buffers<TwoQ96>(), 2);
-  EXPECT_EQ(q_buffers<TwoQSkip256>(), 2);
-  EXPECT_EQ(q_buffers<TwoQ256>(), 1);
-  EXPECT_EQ(q_buffers<TwoQWide>(), 1);
-  EXPECT_EQ(q_buffers<TwoQ192>(), 1);
-  // The shipped instances: one, until a GPU has run two (traits.hpp).
-  using D128 = Fa3Config<T, 128, 128>::Traits;
-  using D64 = Fa3Config<T, 64, 64>::Traits;
-  using Wide = Fa3WideKeysConfig<T, 128, 128>::Traits;
-  using Skip256 = Fa3SkipConfig<T, 256, 256>::Traits;
-  EXPECT_EQ(q_buffers<D128>(), 1);
-  EXPECT_EQ(q_buffers<D64>(), 1);
-  EXPECT_EQ(q_buffers<Wide>(), 1);
-  EXPECT_EQ(q_buffers<Skip256>(), 1);
-  // The turn overlap needs the second buffer.
-  using Across = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, true, true, 0, false, false, true, true>;
-  using AcrossWide = Fa3Traits<T, 128, 128, 128, 176, 2, 24, 240, true, true, 8, false, true, true, true>;
-  EXPECT_TRUE(Across::kOverlapTurns);
-  EXPECT_FALSE(AcrossWide::kOverlapTurns);
-  EXPECT_FALSE(TwoQ128::kOverlapTurns);
-}
-
 // The descriptor's bit fields as the PTX ISA lays them out.
 TEST(Fa3SmemLayout, DescriptorEncoding) {
   const std::uint64_t d = make_desc(0x12340, 2048, 1024, Swizzle::b128);

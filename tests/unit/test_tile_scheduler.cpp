@@ -58,23 +58,6 @@ TEST(TileScheduler, CostOrderedWalkVisitsEveryTileOnce) {
   }
 }
 
-// fa3's consumers that hold O across tiles decode in 32 bits (unsigned, no
-// runtime division call): the same tiles as the 64-bit decoders, every order.
-TEST(TileScheduler, ThirtyTwoBitDecodersAgree) {
-  for (auto [batch, heads, seqlen, ctas, group] :
-       {std::tuple{1, 16, 16384, 132, 3}, {8, 16, 2048, 132, 30}, {3, 7, 1000, 10, 4}, {2, 5, 4000, 7, 10}}) {
-    const AttnParams p = grid_params(batch, heads, seqlen);
-    const long long tiles = Scheduler::num_tiles(p);
-    for (long long walk = 0; walk < tiles; ++walk) {
-      const unsigned w = static_cast<unsigned>(walk);
-      ASSERT_EQ(key(Scheduler::tile<unsigned>(w, p)), key(Scheduler::tile(walk, p)));
-      ASSERT_EQ(key(Scheduler::grouped_tile<unsigned>(w, group, p)), key(Scheduler::grouped_tile(walk, group, p)));
-      ASSERT_EQ(key(Scheduler::cost_ordered_tile<unsigned>(w, ctas, group, p)),
-                key(Scheduler::cost_ordered_tile(walk, ctas, group, p)));
-    }
-  }
-}
-
 // Causal cost of a tile: its key tiles (m_block + 1 for a square problem).
 double worst_over_mean(const AttnParams& p, long long ctas, int group, bool cost_ordered) {
   std::vector<double> work(ctas, 0.0);

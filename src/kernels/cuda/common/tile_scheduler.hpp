@@ -10,8 +10,6 @@
 //    while the consumers finish the last;
 //  - dynamic (fa3, tiles of unequal cost): a persistent grid whose CTAs take
 //    the next tile in cost order from an atomic counter as they free up.
-#include <type_traits>
-
 #include "kernels/cuda/params.hpp"
 
 namespace attnkit::cuda {
@@ -28,45 +26,37 @@ struct TileScheduler {
   static AK_HOST_DEVICE long long num_tiles(const AttnParams& p) {
     return static_cast<long long>(num_m_blocks(p)) * p.heads_q * p.batch;
   }
-  // The decoders below take the tile number's type: long long in general;
-  // unsigned where fa3's consumers hold O and P across tiles (its launch then
-  // refuses more than INT_MAX tiles, a Q tensor of terabytes), because 64-bit
-  // division is a call into a runtime routine, around which those spill.
   // Tile number `linear` in the order above.
-  template <class I = long long>
-  static AK_HOST_DEVICE Tile tile(I linear, const AttnParams& p) {
-    const I m_blocks = static_cast<I>(num_m_blocks(p)), heads = static_cast<I>(p.heads_q);
-    const I slice = linear / m_blocks;  // batch * heads_q + head
-    return {static_cast<int>(m_blocks - 1 - linear % m_blocks), static_cast<int>(slice % heads),
-            static_cast<int>(slice / heads)};
+  static AK_HOST_DEVICE Tile tile(long long linear, const AttnParams& p) {
+    const int m_blocks = num_m_blocks(p);
+    const long long slice = linear / m_blocks;  // batch * heads_q + head
+    return {m_blocks - 1 - static_cast<int>(linear % m_blocks), static_cast<int>(slice % p.heads_q),
+            static_cast<int>(slice / p.heads_q)};
   }
   // Tile number `slot` in cost order: the tiles sorted by cost -- query block
   // descending -- within groups of `group` (batch, head) slices whose K and V
   // fit in L2 together, so that the longest tiles start first and the tiles
   // running at once share a few heads. The dynamic scheduler (fa3's atomic
-  // counter) hands out slots in this order as CTAs free up. With an
-  // unsigned index, `group` must be at most the slices (fa3_launch clamps it),
-  // so that m_blocks * group <= tiles.
-  template <class I = long long>
-  static AK_HOST_DEVICE Tile grouped_tile(I slot, int group, const AttnParams& p) {
-    const I m_blocks = static_cast<I>(num_m_blocks(p)), heads = static_cast<I>(p.heads_q);
-    const I slices = heads * static_cast<I>(p.batch), groups = static_cast<I>(group);
-    const I per_group = m_blocks * groups;
-    const I g = slot / per_group, r = slot % per_group;
-    const I size = slices - g * groups < groups ? slices - g * groups : groups;  // the last group may be short
-    const I slice = g * groups + r % size;
-    return {static_cast<int>(m_blocks - 1 - r / size), static_cast<int>(slice % heads), static_cast<int>(slice / heads)};
+  // counter) hands out slots in this order as CTAs free up.
+  static AK_HOST_DEVICE Tile grouped_tile(long long slot, int group, const AttnParams& p) {
+    const int m_blocks = num_m_blocks(p);
+    const long long slices = static_cast<long long>(p.heads_q) * p.batch;
+    const long long per_group = static_cast<long long>(m_blocks) * group;
+    const long long g = slot / per_group, r = slot % per_group;
+    const long long size = slices - g * group < group ? slices - g * group : group;  // the last group may be short
+    const long long slice = g * group + r % size;
+    return {m_blocks - 1 - static_cast<int>(r / size), static_cast<int>(slice % p.heads_q),
+            static_cast<int>(slice / p.heads_q)};
   }
   // The same cost order for a static persistent walk of `ctas` CTAs: the walk
   // position is dealt in snake order (round r runs the CTAs forwards when r
   // is even, backwards when odd), so each CTA gets a similar total.
-  template <class I = long long>
-  static AK_HOST_DEVICE Tile cost_ordered_tile(I walk, std::type_identity_t<I> ctas, int group, const AttnParams& p) {
-    const I tiles = static_cast<I>(num_tiles(p));
-    const I round = walk / ctas, pos = walk % ctas;
+  static AK_HOST_DEVICE Tile cost_ordered_tile(long long walk, long long ctas, int group, const AttnParams& p) {
+    const long long tiles = num_tiles(p);
+    const long long round = walk / ctas, pos = walk % ctas;
     const bool full_round = (round + 1) * ctas <= tiles;  // a partial last round is dealt forwards
-    const I slot = (round & 1) && full_round ? round * ctas + (ctas - 1 - pos) : walk;
-    return grouped_tile<I>(slot, group, p);
+    const long long slot = (round & 1) && full_round ? round * ctas + (ctas - 1 - pos) : walk;
+    return grouped_tile(slot, group, p);
   }
 #if defined(__CUDACC__)
   static dim3 grid(const AttnParams& p) {

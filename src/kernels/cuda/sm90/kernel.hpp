@@ -14,45 +14,28 @@
 
 namespace attnkit::cuda::sm90 {
 
-// Where an output tile's rows live: its (batch, head, query block), its
-// sequence and its first query row.
-struct Fa3Rows {
+// One output tile: where its rows live and which key tiles it visits (the
+// dense range; block-sparse: that range's listed blocks).
+template <bool kBlockSparse>
+struct Fa3Tile {
+  using Keys = std::conditional_t<kBlockSparse, SparseKeyTiles, KeyTiles>;
   Tile tile;
   DeviceSpan span;
   int m0;
-};
-
-// The rows of the walk-th tile of this CTA's walk; false when the tile has
-// none (varlen: its sequence is shorter than the longest). kOverlapTurns
-// decodes in 32 bits (TileScheduler; fa3_launch_once refuses more tiles).
-template <class Traits>
-__device__ __forceinline__ bool fa3_rows(const Fa3Params& params, long long walk, Fa3Rows& out) {
-  using Scheduler = TileScheduler<Traits::kBlockM>;
-  using I = std::conditional_t<Traits::kOverlapTurns, unsigned, long long>;
-  const AttnParams& p = params.a;
-  const I w = static_cast<I>(walk);
-  out.tile = params.cost_group <= 0 ? Scheduler::template tile<I>(w, p)
-             : params.dynamic_tiles ? Scheduler::template grouped_tile<I>(w, params.cost_group, p)
-                                    : Scheduler::template cost_ordered_tile<I>(w, static_cast<I>(gridDim.x),
-                                                                               params.cost_group, p);
-  out.span = sequence_span(p, out.tile.batch);
-  out.m0 = out.tile.m_block * Traits::kBlockM;
-  return out.m0 < out.span.q_len;
-}
-
-// One output tile: its rows and which key tiles it visits (the dense range;
-// block-sparse: that range's listed blocks).
-template <bool kBlockSparse>
-struct Fa3Tile : Fa3Rows {
-  using Keys = std::conditional_t<kBlockSparse, SparseKeyTiles, KeyTiles>;
   Fa3Coords at;
   Keys keys;
 };
 
 template <class Traits, bool kBlockSparse>
 __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk, Fa3Tile<kBlockSparse>& out) {
+  using Scheduler = TileScheduler<Traits::kBlockM>;
   const AttnParams& p = params.a;
-  if (!fa3_rows<Traits>(params, walk, out)) return false;
+  out.tile = params.cost_group <= 0 ? Scheduler::tile(walk, p)
+             : params.dynamic_tiles ? Scheduler::grouped_tile(walk, params.cost_group, p)
+                                    : Scheduler::cost_ordered_tile(walk, gridDim.x, params.cost_group, p);
+  out.span = sequence_span(p, out.tile.batch);
+  out.m0 = out.tile.m_block * Traits::kBlockM;
+  if (out.m0 >= out.span.q_len) return false;  // varlen: this sequence is shorter than the longest
   const bool packed = p.layout == Layout::thd;
   out.at = {packed ? static_cast<int>(out.span.q_offset) : 0, packed ? static_cast<int>(out.span.k_offset) : 0,
             out.tile.head, out.tile.head / p.gqa_ratio, packed ? 0 : out.tile.batch};
@@ -63,73 +46,6 @@ __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk
   else
     out.keys = range;
   return true;
-}
-
-// Stores one output tile of a consumer warpgroup: O in `o`, its rows' state
-// in `st`; `poison`: the tile read a page outside the cache (NaN rows).
-template <class Traits, bool kRaster>
-__device__ __forceinline__ void fa3_store(const Fa3Params& params, const float (&o)[1][Traits::kOTiles][4],
-                                          const RowState (&st)[1], const Fa3Rows& out, int wg, bool poison) {
-  const AttnParams& p = params.a;
-  const bool packed = p.layout == Layout::thd, has_sink = p.sinks != nullptr;
-  const HeadRows o_rows = head_rows(p.layout, p.out_strides, out.tile.batch, out.tile.head, out.span.q_offset);
-  const std::int64_t lse_offset = packed ? out.tile.head * p.lse_strides[0] + out.span.q_offset * p.lse_strides[1]
-                                         : out.tile.batch * p.lse_strides[0] + out.tile.head * p.lse_strides[1];
-  const std::int64_t lse_row_stride = packed ? p.lse_strides[1] : p.lse_strides[2];
-  const float sink_log2 = has_sink ? p.sinks[out.tile.head * p.sinks_stride] * kLog2e : 0.0f;
-  Fa3Epilogue<Traits>::template store<kRaster>(p, o, st, sink_log2, has_sink, wg, out.m0, out.span,
-                                               static_cast<typename Traits::T*>(p.out) + o_rows.offset,
-                                               o_rows.row_stride, lse_offset, lse_row_stride, poison,
-                                               &params.raster_div);
-}
-
-// The consumer warpgroups' walk with kOverlapTurns (Fa3Consumer::run_across):
-// a tile's O stays in the warpgroup's registers until the next tile's first
-// turn has issued its last P V. Same tiles, same order as the kernel's walk.
-template <class Traits, bool kBlockSparse, bool kPaged, bool kRaster>
-__device__ __forceinline__ void fa3_consume_across(const Fa3Params& params, const Fa3Smem<Traits>& sm, long long tiles,
-                                                   int warp) {
-  using Consumer = Fa3Consumer<Traits>;
-  const AttnParams& p = params.a;
-  const int wg = warp / 4 - 1, wg_row0 = 64 * wg;
-  const bool has_sink = p.sinks != nullptr;
-  Consumer::first_turn(wg);
-  PipelineState ps;
-  SkipRows skip{};  // unused: skip-softmax keeps its tiles' turns apart
-  // The pending tile is named by its walk index alone and its rows found
-  // again when it is stored (a few integer operations once a tile, rather
-  // than registers held through every key tile, where S, P and O fill the rest).
-  auto store_pending = [&](const float (&o)[1][Traits::kOTiles][4], const RowState (&st)[1], long long walk) {
-    Fa3Rows out;
-    fa3_rows<Traits>(params, walk, out);
-    bool poison = false;  // a paged tile that read a block-table entry outside the cache
-    if constexpr (kPaged) poison = sm.page_fault(ps.q - 1);  // the pending tile is the last Q turn counted
-    fa3_store<Traits, kRaster>(params, o, st, out, wg, poison);
-  };
-  typename Consumer::Carry carry;
-  carry.clear_o();
-  Fa3Tile<kBlockSparse> t;
-  const bool dynamic = params.dynamic_tiles != 0;
-  int taken = 0;
-  for (long long linear = dynamic ? sm.take_tile(taken++) : blockIdx.x; linear >= 0 && linear < tiles;
-       linear = dynamic ? sm.take_tile(taken++) : linear + gridDim.x) {
-    if (!fa3_tile<Traits>(params, linear, t)) continue;  // dynamic: only tiles with rows are published
-    const int strip_row0 = t.m0 + wg_row0 + 16 * (warp & 3);
-    const KeyTiles wg_keys = visible_key_tiles(t.m0 + wg_row0, 64, t.span.q_len, t.span.k_len, p.window_left,
-                                               p.window_right, Traits::kBlockN);
-    RowState init;
-    init.m[0] = init.m[1] = has_sink ? p.sinks[t.tile.head * p.sinks_stride] * kLog2e : -INFINITY;
-    init.l[0] = init.l[1] = 0.0f;
-    if (t.keys.count() <= 0) {  // no key visible: the pending tile first, then zeros (the sink's LSE)
-      Consumer::drain(sm, carry, wg, store_pending);
-      const RowState rows[1] = {init};
-      fa3_store<Traits, kRaster>(params, carry.o, rows, t, wg, false);
-      continue;
-    }
-    Consumer::run_across(p, sm, carry, init, skip, t.keys, wg_keys, wg, strip_row0, t.span, ps, linear,
-                         store_pending);
-  }
-  Consumer::drain(sm, carry, wg, store_pending);  // the CTA's last tile
 }
 
 // kBlockSparse: the key tiles come from the CSR lists of AttnParams
@@ -209,12 +125,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
     // vector registers (on 192-key tiles the interior test's bounds spilled,
     // reloaded every key tile: 2% of STA Wan's ncu samples, 2026-12-04).
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
-    if constexpr (Traits::kOverlapTurns) {
-      fa3_consume_across<Traits, kBlockSparse, kPaged, kRaster>(params, sm, tiles, warp);
-      return;
-    }
     const int wg = warp / 4 - 1, wg_row0 = 64 * wg;
     const bool has_sink = p.sinks != nullptr;
+    const bool packed = p.layout == Layout::thd;
     Consumer::first_turn(wg);
     PipelineState ps;
     SkipRows skip{};  // skip-softmax: the rows' state per tile, the counts over the CTA's tiles
@@ -243,9 +156,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
 
       Consumer::run(p, sm, o, st, skip, t.keys, wg_keys, wg, strip_row0, t.span, ps);
       bool poison = false;  // a paged tile that read a block-table entry outside the cache
-      if constexpr (kPaged) poison = t.keys.count() > 0 && sm.page_fault(ps.q - 1);  // run() counted it
+      if constexpr (kPaged) poison = t.keys.count() > 0 && sm.page_fault((ps.q - 1) & 1);  // run() counted it
 
-      fa3_store<Traits, kRaster>(params, o, st, t, wg, poison);
+      const HeadRows o_rows = head_rows(p.layout, p.out_strides, t.tile.batch, t.tile.head, t.span.q_offset);
+      const std::int64_t lse_offset = packed ? t.tile.head * p.lse_strides[0] + t.span.q_offset * p.lse_strides[1]
+                                             : t.tile.batch * p.lse_strides[0] + t.tile.head * p.lse_strides[1];
+      const std::int64_t lse_row_stride = packed ? p.lse_strides[1] : p.lse_strides[2];
+      Fa3Epilogue<Traits>::template store<kRaster>(p, o, st, sink_log2, has_sink, wg, t.m0, t.span,
+                                 static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset,
+                                 lse_row_stride, poison, &params.raster_div);
     };
     // The producer's walk (above): dynamic tiles arrive through shared memory.
     const bool dynamic = params.dynamic_tiles != 0;

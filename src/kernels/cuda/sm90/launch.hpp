@@ -221,9 +221,6 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
   // order as CTAs free up.
   const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(a);
   if (tiles <= 0) return cudaSuccess;
-  // kOverlapTurns decodes tile numbers in 32 bits (kernel.hpp fa3_rows); more
-  // tiles than INT_MAX would take a Q tensor of at least 2^31 x 64 rows.
-  if (Traits::kOverlapTurns && tiles > 0x7fffffffLL) return cudaErrorInvalidValue;
   const GridLimits limits = grid_limits();
   const bool uniform_tiles = a.window_left < 0 && a.window_right < 0;
   const bool short_unequal = TileScheduler<Traits::kBlockM>::num_m_blocks(a) <= 8 && Traits::kHeadDimQK <= 128;
@@ -253,10 +250,8 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
     // dynamic scheduler, whose groups of 2-3 heads ran 5-6% slower than one
     // head at a time at d128 causal s16k and d256 causal s8k (2026-12-02).
     const long long budget = limits.l2_bytes / (dynamic ? 4 : 2);
-    // At most the slices (more would change nothing): the decoders' group products stay within the tiles.
-    const long long slices = static_cast<long long>(a.heads_q) * a.batch;
-    params.cost_group = static_cast<int>(std::clamp<long long>(
-        kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, std::clamp<long long>(slices, 1, 1 << 20)));
+    params.cost_group = static_cast<int>(
+        std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
   fa3_forward_kernel<Traits, kBlockSparse, kPaged, kRaster>

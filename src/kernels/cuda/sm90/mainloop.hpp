@@ -25,31 +25,26 @@ namespace attnkit::cuda::sm90 {
 template <class Traits>
 struct Fa3Smem {
   std::uint32_t base;  // 1024-aligned shared-window address
-  __device__ __forceinline__ std::uint32_t q(int stage) const {
-    return base + static_cast<std::uint32_t>(stage * Traits::kQBytes);
-  }
+  __device__ __forceinline__ std::uint32_t q() const { return base; }
   __device__ __forceinline__ std::uint32_t k(int stage) const {
-    return base + static_cast<std::uint32_t>(Traits::kQStages * Traits::kQBytes + stage * Traits::kKBytes);
+    return base + static_cast<std::uint32_t>(Traits::kQBytes + stage * Traits::kKBytes);
   }
   __device__ __forceinline__ std::uint32_t v(int stage) const {
-    return base + static_cast<std::uint32_t>(Traits::kQStages * Traits::kQBytes + Traits::kStages * Traits::kKBytes +
-                                             stage * Traits::kVBytes);
+    return base + static_cast<std::uint32_t>(Traits::kQBytes + Traits::kStages * Traits::kKBytes + stage * Traits::kVBytes);
   }
   __device__ __forceinline__ std::uint32_t bar(int i) const {
     return base + static_cast<std::uint32_t>(Traits::kBarrierOffset + 8 * i);
   }
-  // The Q buffers' barriers first, then the K / V ring's and the words below.
-  static constexpr int kRing = 2 * Traits::kQStages;
-  __device__ __forceinline__ std::uint32_t q_full(int i) const { return bar(i); }
-  __device__ __forceinline__ std::uint32_t q_empty(int i) const { return bar(Traits::kQStages + i); }
-  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(kRing + s); }
-  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(kRing + Traits::kStages + s); }
-  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(kRing + 2 * Traits::kStages + s); }
-  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(kRing + 3 * Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t q_full() const { return bar(0); }
+  __device__ __forceinline__ std::uint32_t q_empty() const { return bar(1); }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return bar(2 + s); }
+  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return bar(2 + Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const { return bar(2 + 2 * Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return bar(2 + 3 * Traits::kStages + s); }
 
   // Which key tile stage s holds (written before k_full's arrive, whose
   // release ordering makes it visible to the consumers that wait on k_full).
-  __device__ __forceinline__ std::uint32_t stage_tile(int s) const { return bar(kRing + 4 * Traits::kStages + s); }
+  __device__ __forceinline__ std::uint32_t stage_tile(int s) const { return bar(2 + 4 * Traits::kStages + s); }
   __device__ __forceinline__ void set_stage_tile(int s, int tile) const { st_shared_u32(stage_tile(s), tile); }
   // A word the producer rewrites once the consumers release it, read by lane
   // 0 alone and broadcast: lane 0 is the lane that arrives on the releasing
@@ -67,12 +62,12 @@ struct Fa3Smem {
   // j-th tile's number (-1: no more) into slot j % 2 once the consumers have
   // read the slot's previous one, then arrives on tile_full; each consumer
   // warp reads it with the lane that arrives on tile_empty (read_by_lane0).
-  __device__ __forceinline__ std::uint32_t tile_full(int i) const { return bar(kRing + 5 * Traits::kStages + i); }
+  __device__ __forceinline__ std::uint32_t tile_full(int i) const { return bar(2 + 5 * Traits::kStages + i); }
   __device__ __forceinline__ std::uint32_t tile_empty(int i) const {
-    return bar(kRing + 5 * Traits::kStages + Traits::kTileSlots + i);
+    return bar(2 + 5 * Traits::kStages + Traits::kTileSlots + i);
   }
   __device__ __forceinline__ std::uint32_t tile_word(int i) const {
-    return bar(kRing + 5 * Traits::kStages + 2 * Traits::kTileSlots + i);
+    return bar(2 + 5 * Traits::kStages + 2 * Traits::kTileSlots + i);
   }
   __device__ __forceinline__ void publish_tile(int j, int tile) const {  // the producer's thread
     const int slot = j % Traits::kTileSlots;
@@ -89,26 +84,21 @@ struct Fa3Smem {
     return v;
   }
 
-  // Paged caches: whether the tile of Q turn q (PipelineState::q) read a
-  // block-table entry outside the cache, in word q % kFaultWords. The
-  // producer sets it before the arrive on v_full of the key tile that read
-  // the entry; the consumers read it after their last v_full wait of the
-  // tile, with the lane that arrives on q_empty (read_by_lane0), and write
-  // NaN rows. The producer clears the word of turn q when it starts turn
-  // q + kFaultWords, once q_empty says the consumers are done with turn
-  // q + kFaultWords - kQStages, whose Q K^T follow turn q's store.
-  static constexpr int kFaultWords = 2 * Traits::kQStages;
-  __device__ __forceinline__ std::uint32_t page_fault_word(int q) const {
-    return bar(kRing + 5 * Traits::kStages + 3 * Traits::kTileSlots + q % kFaultWords);
+  // Paged caches: whether the tile of Q turn i (PipelineState::q & 1) read a
+  // block-table entry outside the cache. The producer clears the word once
+  // q_empty says the consumers are done with the turn's previous tile, and
+  // sets it before the arrive on v_full of the key tile that read the entry;
+  // the consumers read it after their last v_full wait of the tile, with the
+  // lane that arrives on q_empty (read_by_lane0), and write NaN rows.
+  __device__ __forceinline__ std::uint32_t page_fault_word(int i) const {
+    return bar(2 + 5 * Traits::kStages + 3 * Traits::kTileSlots + i);
   }
-  __device__ __forceinline__ void set_page_fault(int q, int value) const { st_shared_u32(page_fault_word(q), value); }
-  __device__ __forceinline__ bool page_fault(int q) const { return read_by_lane0(page_fault_word(q)) != 0; }
+  __device__ __forceinline__ void set_page_fault(int i, int value) const { st_shared_u32(page_fault_word(i), value); }
+  __device__ __forceinline__ bool page_fault(int i) const { return read_by_lane0(page_fault_word(i)) != 0; }
 
   __device__ __forceinline__ void init_barriers() const {
-    for (int i = 0; i < Traits::kQStages; ++i) {
-      mbar_init(q_full(i), 1);
-      mbar_init(q_empty(i), Traits::kConsumerWarps);
-    }
+    mbar_init(q_full(), 1);
+    mbar_init(q_empty(), Traits::kConsumerWarps);
     for (int i = 0; i < Traits::kTileSlots; ++i) {
       mbar_init(tile_full(i), 1);
       mbar_init(tile_empty(i), Traits::kConsumerWarps);
@@ -136,12 +126,12 @@ __device__ __forceinline__ RingSlot ring_slot(int it) {
 }
 
 // How far a role has come through the CTA's tiles: key tiles streamed and
-// Q tiles loaded (Q turns, in a ring of kQStages buffers). Producer and
-// consumers count the same tiles (only those with a visible key), so their
-// ring positions agree.
+// Q tiles loaded. Producer and consumers count the same tiles (only those
+// with a visible key), so their ring positions agree.
 struct PipelineState {
   int kv = 0;
   int q = 0;
+  __device__ __forceinline__ std::uint32_t q_parity() const { return static_cast<std::uint32_t>(q & 1); }
 };
 
 // Where one CTA's rows live in the tensor maps: TMA coordinates of row 0 of
@@ -224,12 +214,11 @@ struct Fa3Producer {
                                                    const PagedSequence& seq, int m0, const Tiles& tiles,
                                                    PipelineState& ps) {
     if (tiles.count() <= 0) return;  // no key visible: the consumers write zeros without Q
-    const RingSlot q = ring_slot<Traits::kQStages>(ps.q);
-    mbar_wait(sm.q_empty(q.stage), q.parity ^ 1);  // the last Q K^T of the buffer's previous tile is done
-    if constexpr (kPaged) sm.set_page_fault(ps.q, 0);  // the word's previous turn was stored (Fa3Smem)
-    mbar_arrive_expect_tx(sm.q_full(q.stage), static_cast<std::uint32_t>(Traits::kQBytes));
-    load_block<kRaster>(sm.q(q.stage), Traits::kBlockM, p, &p.tma_q, &p.raster_q, p.fold_q, sm.q_full(q.stage),
-                        at.q_row0 + m0, at.head, at.batch, Traits::kQkBlocks);
+    mbar_wait(sm.q_empty(), ps.q_parity() ^ 1);  // the previous tile's last Q K^T is done
+    if constexpr (kPaged) sm.set_page_fault(ps.q & 1, 0);  // this turn's previous tile was stored
+    mbar_arrive_expect_tx(sm.q_full(), static_cast<std::uint32_t>(Traits::kQBytes));
+    load_block<kRaster>(sm.q(), Traits::kBlockM, p, &p.tma_q, &p.raster_q, p.fold_q, sm.q_full(), at.q_row0 + m0,
+                        at.head, at.batch, Traits::kQkBlocks);
     constexpr bool kListed = !std::is_same_v<Tiles, KeyTiles>;
     int tile = tiles.tile(0);
     for (int it = 0; it < tiles.count(); ++it) {
@@ -244,7 +233,7 @@ struct Fa3Producer {
         // K's entries are V's: flagged before V's arrive, seen by the consumers' epilogue.
         if (load_paged(sm.k(slot.stage), &p.tma_k, sm.k_full(slot.stage), p.a, at.head_kv, seq, key0,
                        Traits::kQkBlocks))
-          sm.set_page_fault(ps.q, 1);
+          sm.set_page_fault(ps.q & 1, 1);
       } else
         load_block<kRaster>(sm.k(slot.stage), Traits::kBlockN, p, &p.tma_k, &p.raster_k, p.fold_k,
                             sm.k_full(slot.stage), key0, at.head_kv, at.batch, Traits::kQkBlocks);
@@ -401,8 +390,7 @@ struct Fa3Consumer {
       if (rescale_pending) rescale_rows(o, alpha);
       fence_registers(o[0]);
     };
-    const RingSlot q = ring_slot<Traits::kQStages>(ps.q);
-    mbar_wait(sm.q_full(q.stage), q.parity);
+    mbar_wait(sm.q_full(), ps.q_parity());
 
     // The key tile in a stage: a dense range's is known; a listed one is read
     // from the stage's slot once its K landed (before K's release lets the
@@ -418,13 +406,13 @@ struct Fa3Consumer {
       const int n = tile_in(slot.stage, 0);
       take_turn(wg);
       wgmma_fence();
-      issue_qk(s, sm.q(q.stage), sm.k(slot.stage), wg_row0);
+      issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
       wgmma_commit();
       pass_turn(wg);
       wgmma_wait<0>();
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
-      if (count == 1) release(sm.q_empty(q.stage));  // the tile's last Q K^T is done
+      if (count == 1) release(sm.q_empty());  // the tile's last Q K^T is done
       softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
       to_a_fragments(pf, s);  // O is zero: alpha needs no rescale
     }
@@ -443,7 +431,7 @@ struct Fa3Consumer {
       fence_registers(o[0]);
       take_turn(wg);
       wgmma_fence();
-      issue_qk(s, sm.q(q.stage), sm.k(slot.stage), wg_row0);
+      issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
       wgmma_commit();
       if constexpr (Traits::kDeferRescale) {
         apply_pending_rescale();  // while S(n) runs
@@ -455,7 +443,7 @@ struct Fa3Consumer {
       wgmma_wait<1>();  // S(n) done; P V(n-1) may still run
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
-      if (it == count - 1) release(sm.q_empty(q.stage));
+      if (it == count - 1) release(sm.q_empty());
       const bool rescale = softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
       wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
       fence_registers(o[0]);
@@ -489,197 +477,6 @@ struct Fa3Consumer {
     }
     fence_registers(o[0]);
     release(sm.v_empty(last.stage));
-    ps.kv += count;
-    ps.q += 1;
-  }
-
-  // kOverlapTurns (traits.hpp): the consumers' loop across output tiles.
-  // What a warpgroup carries through the CTA's tiles: the output tile's O
-  // and row state, P of its latest key tile with that tile's alpha (the
-  // deferred rescale owes it to O), and, once the key loop of a tile is
-  // through, its last P V still to issue (`pending`, from V stage `last`):
-  // the next tile's first turn issues it (run_across), or drain().
-  struct Carry {
-    OFrag o;
-    RowState st[1];
-    PFrag pf;
-    float alpha[1][2];
-    bool rescale_pending = false;  // kDeferRescale: O still owes alpha, applied before the next P V
-    bool pending = false;
-    bool keep = true;  // skip-softmax: whether the pending P V runs (traits.hpp keeps it off this path)
-    RingSlot last;
-    long long id;  // the pending tile, as the caller named it to run_across()
-
-    __device__ __forceinline__ void clear_o() {
-#pragma unroll
-      for (int j = 0; j < Traits::kOTiles; ++j) o[0][j][0] = o[0][j][1] = o[0][j][2] = o[0][j][3] = 0.0f;
-    }
-    // kDeferRescale: O *= alpha(n-1) inside the turn that issues P V(n-1) (no wgmma in flight reads O:
-    // P V(n-2) was waited for); the caller's wgmma_fence() then orders O's registers before the wgmma.
-    __device__ __forceinline__ void apply_pending_rescale() {
-      if (rescale_pending) rescale_rows(o, alpha);
-      fence_registers(o[0]);
-    }
-  };
-
-  // The pending P V alone (its own turn), then `store(o, st, id)` of its tile
-  // and O cleared for the next: for the CTA's last tile and before a tile
-  // with no visible key.
-  template <class Store>
-  static __device__ __forceinline__ void drain(const Fa3Smem<Traits>& sm, Carry& c, int wg, Store&& store) {
-    if (!c.pending) return;
-    mbar_wait(sm.v_full(c.last.stage), c.last.parity);
-    fence_registers(c.pf);
-    fence_registers(c.o[0]);
-    take_turn(wg);
-    if (!Traits::kSkipSoftmax || c.keep) {
-      if constexpr (Traits::kDeferRescale) c.apply_pending_rescale();
-      wgmma_fence();
-      issue_pv(c.o, c.pf, sm.v(c.last.stage));
-      wgmma_commit();
-      pass_turn(wg);
-      wgmma_wait<0>();
-    } else {
-      pass_turn(wg);
-    }
-    fence_registers(c.o[0]);
-    release(sm.v_empty(c.last.stage));
-    c.pending = false;
-    c.rescale_pending = false;
-    store(c.o, c.st, c.id);
-    c.clear_o();
-  }
-
-  // run() for kOverlapTurns, `init` the tile's rows' state before any key.
-  // `id` names the tile to `store(o, st, id)`, which stores the tile whose
-  // O is in c.o once its last P V is done, in the next tile's first turn:
-  //     issue S(0) = Q K(0)^T;  issue O_prev += P_prev V_prev
-  //     wait both;  store O_prev;  O = 0;  softmax(S(0)) from `init`
-  // so the step costs one turn like any other key tile. (The store comes
-  // before the softmax: beside it, with S, P and O_prev live, ptxas 13.0
-  // serialised every wgmma of the d128 kernel for want of registers, C7511.)
-  // Every consumer warpgroup of the CTA sees the same tiles and counts, so
-  // all take the same turns.
-  template <class Tiles, class Store>
-  static __device__ __forceinline__ void run_across(const AttnParams& p, const Fa3Smem<Traits>& sm, Carry& c,
-                                             const RowState& init, SkipRows& rows, const Tiles& tiles,
-                                             const KeyTiles& wg_tiles, int wg, int strip_row0,
-                                             const DeviceSpan& span, PipelineState& ps, long long id,
-                                             Store&& store) {
-    const int count = tiles.count();
-    if (count <= 0) return;  // the caller drains and stores the tile: no turn is taken
-    const int wg_row0 = 64 * wg;
-    SFrag s;
-    bool keep_pv = true;  // whether the previous tile's P V runs
-    const RingSlot q = ring_slot<Traits::kQStages>(ps.q);
-    mbar_wait(sm.q_full(q.stage), q.parity);
-
-    // The key tile in a stage: a dense range's is known; a listed one is read
-    // from the stage's slot once its K landed (before K's release lets the
-    // producer reuse the slot).
-    constexpr bool kListed = !std::is_same_v<Tiles, KeyTiles>;
-    auto tile_in = [&](int stage, int it) {
-      if constexpr (kListed) return sm.get_stage_tile(stage); else return tiles.tile(it);
-    };
-    // Key tile 0: S, then its softmax from `init`; with a pending tile its
-    // last P V runs beside S and that tile is stored before the softmax.
-    // Either way no wgmma is in flight where the two paths meet.
-    {
-      const RingSlot slot = ring_slot<Traits::kStages>(ps.kv);
-      mbar_wait(sm.k_full(slot.stage), slot.parity);
-      const int n = tile_in(slot.stage, 0);
-      if (c.pending) {
-        mbar_wait(sm.v_full(c.last.stage), c.last.parity);
-        fence_registers(c.pf);
-        fence_registers(c.o[0]);
-        take_turn(wg);
-        wgmma_fence();
-        issue_qk(s, sm.q(q.stage), sm.k(slot.stage), wg_row0);
-        wgmma_commit();
-        if constexpr (Traits::kDeferRescale) {
-          c.apply_pending_rescale();  // while S(0) runs
-          wgmma_fence();
-        }
-        issue_pv(c.o, c.pf, sm.v(c.last.stage));
-        wgmma_commit();
-        pass_turn(wg);
-        wgmma_wait<1>();  // S(0) done; the previous tile's P V may still run
-        fence_registers(s[0]);
-        release(sm.k_empty(slot.stage));
-        if (count == 1) release(sm.q_empty(q.stage));  // the tile's last Q K^T is done
-        wgmma_wait<0>();  // O_prev done: stored before S(0)'s softmax (run_across's comment says why)
-        fence_registers(c.o[0]);
-        release(sm.v_empty(c.last.stage));
-        c.pending = false;
-        store(c.o, c.st, c.id);
-        c.clear_o();
-        c.st[0] = init;
-        softmax_tile(s, c.st, c.alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
-        to_a_fragments(c.pf, s);
-      } else {
-        take_turn(wg);
-        wgmma_fence();
-        issue_qk(s, sm.q(q.stage), sm.k(slot.stage), wg_row0);
-        wgmma_commit();
-        pass_turn(wg);
-        wgmma_wait<0>();
-        fence_registers(s[0]);
-        release(sm.k_empty(slot.stage));
-        if (count == 1) release(sm.q_empty(q.stage));  // the tile's last Q K^T is done
-        c.st[0] = init;
-        softmax_tile(s, c.st, c.alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
-        to_a_fragments(c.pf, s);
-      }
-      c.rescale_pending = false;  // O is zero: alpha needs no rescale
-    }
-    // One key tile: S(n) issued, then P V(n-1) when the warpgroup kept tile
-    // n-1. The two versions are whole straight-line paths that meet again
-    // only once no wgmma is in flight: a wgmma under a branch that rejoins
-    // while it runs makes ptxas fence the accumulators (C7519): fa3ss d128
-    // took 28.6 ms that way against 25.5 split (dense 22; docs/perf/gpu-sparse.md).
-    auto key_tile = [&](int it, auto with_pv) {
-      constexpr bool kPv = decltype(with_pv)::value;
-      const RingSlot slot = ring_slot<Traits::kStages>(ps.kv + it), prev = ring_slot<Traits::kStages>(ps.kv + it - 1);
-      mbar_wait(sm.k_full(slot.stage), slot.parity);
-      const int n = tile_in(slot.stage, it);
-      mbar_wait(sm.v_full(prev.stage), prev.parity);
-      fence_registers(c.pf);
-      fence_registers(c.o[0]);
-      take_turn(wg);
-      wgmma_fence();
-      issue_qk(s, sm.q(q.stage), sm.k(slot.stage), wg_row0);
-      wgmma_commit();
-      if constexpr (Traits::kDeferRescale) {
-        c.apply_pending_rescale();  // while S(n) runs
-        wgmma_fence();              // O's registers were written after the turn's first fence
-      }
-      if constexpr (kPv) issue_pv(c.o, c.pf, sm.v(prev.stage));
-      wgmma_commit();  // possibly empty: the wait counts below stay the same
-      pass_turn(wg);
-      wgmma_wait<1>();  // S(n) done; P V(n-1) may still run
-      fence_registers(s[0]);
-      release(sm.k_empty(slot.stage));
-      if (it == count - 1) release(sm.q_empty(q.stage));
-      const bool rescale = softmax_tile(s, c.st, c.alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
-      wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
-      fence_registers(c.o[0]);
-      release(sm.v_empty(prev.stage));
-      if constexpr (Traits::kDeferRescale) c.rescale_pending = rescale;
-      else if (rescale) rescale_rows(c.o, c.alpha);
-      to_a_fragments(c.pf, s);
-    };
-    for (int it = 1; it < count; ++it) {
-      if constexpr (Traits::kSkipSoftmax) {
-        if (keep_pv) key_tile(it, std::true_type{}); else key_tile(it, std::false_type{});
-      } else {
-        key_tile(it, std::true_type{});
-      }
-    }
-    // The last tile's P V: pending for the next tile's first turn (or drain()).
-    c.pending = true;
-    c.id = id;
-    c.keep = keep_pv;
-    c.last = ring_slot<Traits::kStages>(ps.kv + count - 1);
     ps.kv += count;
     ps.q += 1;
   }

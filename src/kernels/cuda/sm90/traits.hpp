@@ -18,8 +18,7 @@ namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
           int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0,
-          bool SkipSoftmax = false, bool DeferRescale = false, bool PrefetchQ = false,
-          bool OverlapTurns = false>
+          bool SkipSoftmax = false, bool DeferRescale = false>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
@@ -67,29 +66,15 @@ struct Fa3Traits {
   static constexpr std::size_t kQBytes = std::size_t(kQkBlocks) * kBlockM * kSwizzleBytes;
   static constexpr std::size_t kKBytes = std::size_t(kQkBlocks) * kBlockN * kSwizzleBytes;
   static constexpr std::size_t kVBytes = std::size_t(kVBlocks) * kBlockN * kSwizzleBytes;
-  // Q[kQStages] | K[kStages] | V[kStages] | barriers: q_full[kQStages], q_empty[kQStages], k_full,
-  // k_empty, v_full, v_empty | the key tile in each stage (block-sparse: the producer's list entry,
-  // for the consumers) | the dynamic scheduler's two output-tile slots: tile_full[2], tile_empty[2],
-  // tile_word[2] | paged caches: page_fault[2 kQStages], one per Q turn modulo 2 kQStages (mainloop.hpp).
+  // Q | K[kStages] | V[kStages] | barriers: q_full, q_empty, k_full, k_empty, v_full, v_empty |
+  // the key tile in each stage (block-sparse: the producer's list entry, for the consumers) |
+  // the dynamic scheduler's two output-tile slots: tile_full[2], tile_empty[2], tile_word[2] |
+  // paged caches: page_fault[2], one per Q-buffer turn (mainloop.hpp).
   static constexpr int kTileSlots = 2;
+  static constexpr std::size_t kBarrierOffset = kQBytes + kStages * (kKBytes + kVBytes);
+  static constexpr std::size_t kBarrierBytes = 8 * (2 + 5 * kStages + 3 * kTileSlots + 2);
   static constexpr std::size_t kAlign = 1024;  // swizzle atoms sit on 1024-byte boundaries
-  static constexpr std::size_t smem_bytes(int q_stages) {  // + the base's alignment slack
-    return q_stages * kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 * q_stages + 5 * kStages + 3 * kTileSlots) +
-           kAlign;
-  }
-  // Two Q buffers (PrefetchQ): the producer loads tile t+1's Q while the
-  // consumers are still on tile t (after tile t-1's last Q K^T), so a
-  // persistent CTA's consumers do not wait for Q at a tile's start; with one
-  // buffer tile t+1's Q loads only once tile t's last Q K^T is done. Where two
-  // do not fit (176- and 192-key d128 tiles, d192, d256), one. Off in every
-  // shipped instance until a GPU has run it: bench variants (fa3_variants.def).
-  static constexpr int kQStages = PrefetchQ && smem_bytes(2) <= 227 * 1024 ? 2 : 1;
-  // With two Q buffers, tile t+1's first S = Q K^T can issue in the turn of
-  // tile t's last O += P V (mainloop.hpp Fa3Consumer::run_across), so a tile's
-  // start and end cost no turn of their own. Not shipped: a bench variant.
-  static constexpr bool kOverlapTurns = OverlapTurns && kQStages == 2;
-  static constexpr std::size_t kBarrierOffset = kQStages * kQBytes + kStages * (kKBytes + kVBytes);
-  static constexpr std::size_t kSmemBytes = smem_bytes(kQStages);
+  static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarrierBytes + kAlign;  // + the base's alignment slack
 
   static_assert(sizeof(T) == 2, "fa3 runs 16-bit inputs (fp16 / bf16) on the tensor cores");
   static_assert(HeadDimQK % kBlockCols == 0 && HeadDimV % kBlockCols == 0, "head dims: whole column blocks");
@@ -105,8 +90,6 @@ struct Fa3Traits {
   static_assert(!SkipSoftmax || RescaleThreshold == 0, "skip-softmax compares tiles with the exact running max");
   static_assert(!SkipSoftmax || !DeferRescale, "skip-softmax rescales where it decides a tile's P V");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
-  static_assert(!(OverlapTurns && SkipSoftmax), "skip-softmax keeps its tiles' turns apart");
-  static_assert(!OverlapTurns || PrefetchQ, "the next tile's first Q K^T needs its Q in the second buffer");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
                 "setmaxnreg takes multiples of 8 in 24..256");
   static_assert(ProducerRegs * 128 + ConsumerRegs * 128 * kConsumers <= 65536, "the register file holds 64K");
@@ -202,8 +185,7 @@ struct Fa3SkipConfig {
   using Traits = Fa3SkipTraits<typename Fa3Config<T, HeadDimQK, HeadDimV>::Traits>;
 };
 // d256: the skip state and the two loop versions spill at 80-key tiles (224
-// bytes of stores) and at 64 (84 bytes); 48-key tiles leave them the registers
-// (with one Q buffer: a second one's slot index spilled 24 bytes, ptxas 13.0).
+// bytes of stores) and at 64 (84 bytes); 48-key tiles leave them the registers.
 template <class T>
 struct Fa3SkipConfig<T, 256, 256> {
   using Traits = Fa3Traits<T, 256, 256, 128, 48, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, 0, true>;
