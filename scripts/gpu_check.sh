@@ -35,7 +35,8 @@
 #                                                  # (GPU_CHECK_AB_ROUNDS=2, GPU_CHECK_AB_DIMS=64,128,256, seqlens from
 #                                                  # GPU_CHECK_SEQLENS or 512,2048,16384, GPU_CHECK_AB_BACKEND=fa2)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
-#     (GPU_CHECK_PROFILE_BACKEND=fa3: fa3 against FlashAttention-3's kernel instead)
+#     (GPU_CHECK_PROFILE_BACKEND=fa3: fa3 against FlashAttention-3's kernel instead;
+#     GPU_CHECK_PROFILE_CAUSAL=1: the causal launch of the grid point instead of the full one)
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096; GPU_CHECK_PROFILE_VARIANT=<name>:
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
 #   GPU_CHECK_PROFILE_SPARSE=sta_wan ...           # ncu of bench_sparse.py cases (--no-flex): per case its first two fa3
@@ -369,16 +370,18 @@ if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
   else
     peer=flash peer_kernel=regex:flash_fwd peer_flags=(--backends flash)
   fi
-  step "ncu: $pb vs $peer, bf16 d$pd s$ps non-causal (reports in logs.tgz)"
+  pmask=full; [[ "${GPU_CHECK_PROFILE_CAUSAL:-0}" == 1 ]] && pmask=causal
+  step "ncu: $pb vs $peer, bf16 d$pd s$ps $pmask (reports in logs.tgz)"
   # GPU_CHECK_PROFILE_VARIANT=<name in fa2_variants.def / fa3_variants.def>: that variant instead of the shipped kernel.
   pv="${GPU_CHECK_PROFILE_VARIANT:-}"
   if [[ -n "$pv" ]]; then ak_kernel="regex:[0-9]${pv}_traits" ak_args=(--variants --only "$pv");
   else ak_kernel="regex:${pb}_forward" ak_args=(--backend "$pb" --dims "$pd"); fi
   ncu --set full --import-source yes --kernel-name-base mangled -k "$ak_kernel" --launch-skip 2 --launch-count 1 -f \
-    -o "$LOGS/ncu_$pb" "$BUILD/bench/gpu/bench_fa2" "${ak_args[@]}" --seqlens "$ps" --iters 1 --warmup 2 \
+    -o "$LOGS/ncu_$pb" "$BUILD/bench/gpu/bench_fa2" "${ak_args[@]}" --seqlens "$ps" --masks "$pmask" --iters 1 --warmup 2 \
     > "$LOGS/ncu_$pb.log" 2>&1
   PYTHONPATH=/tmp/akpeers ncu --set full -k "$peer_kernel" --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_$peer" \
-    python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" "${peer_flags[@]}" --dims "$pd" --seqlens "$ps" --iters 1 --warmup 2 \
+    python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" "${peer_flags[@]}" --dims "$pd" --seqlens "$ps" --masks "$pmask" \
+    --iters 1 --warmup 2 \
     --json /dev/null > "$LOGS/ncu_$peer.log" 2>&1
   for r in "$pb" "$peer"; do
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page details > "$LOGS/ncu_${r}_details.txt" 2>&1

@@ -5,7 +5,7 @@
 // sets so no run reads what the previous one left in L2.
 //
 //   bench_fa2 [--backend fa2|cudnn|...] [--dims 64,128,256] [--seqlens 512,...,16384]
-//             [--iters 30] [--warmup 5] [--json out.json]
+//             [--masks full,causal] [--iters 30] [--warmup 5] [--json out.json]
 //   bench_fa2 --variants [--only f3_] [--seqlens 4096,16384] [--json variants.json]
 //             times the tile-shape variants of fa2_variants.def (direct launches)
 #include <cuda_runtime.h>
@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   std::vector<int> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
   int iters = 30, warmup = 5;
   bool variants = false;
+  std::vector<bool> masks = {false, true};  // causal: no, yes (--masks full,causal)
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() { return i + 1 < argc ? argv[++i] : ""; };
     if (!std::strcmp(argv[i], "--backend")) backend_name = next();
@@ -74,7 +75,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(next());
     else if (!std::strcmp(argv[i], "--json")) json_path = next();
     else if (!std::strcmp(argv[i], "--variants")) variants = true;
-    else {
+    else if (!std::strcmp(argv[i], "--masks")) {
+      const std::string list = next();
+      masks = list == "full" ? std::vector<bool>{false} : list == "causal" ? std::vector<bool>{true}
+            : list == "full,causal" ? std::vector<bool>{false, true} : std::vector<bool>{};
+      if (masks.empty()) {
+        std::fprintf(stderr, "--masks takes full, causal or full,causal\n");
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
@@ -200,7 +209,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "variant %s: cudaFuncSetAttribute failed\n", var.name.c_str());
         continue;
       }
-      for (bool causal : {false, true})
+      for (bool causal : masks)
         for (int s : seqlens) {
           const Problem p = grid_problem(var.head_dim, s, causal);
           std::vector<cuda::AttnParams> params;
@@ -234,7 +243,7 @@ int main(int argc, char** argv) {
   }
 
   for (int d : dims)
-    for (bool causal : {false, true})
+    for (bool causal : masks)
       for (int s : seqlens) {
         const Problem p = grid_problem(d, s, causal);
         auto plan = (*backend)->plan(p, *platform);

@@ -131,6 +131,8 @@ def main():
     ap.add_argument("--flex", action="store_true", help="also time FlexAttention (compiles once per shape)")
     ap.add_argument("--dims", type=ints, default=[64, 128, 256])
     ap.add_argument("--seqlens", type=ints, default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--masks", default="full,causal", choices=["full", "causal", "full,causal"],
+                    help="the grid's masks (one alone for a profiler's launch count)")
     ap.add_argument("--iters", type=int, default=30, help="timed calls per implementation and point")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds the timed calls are split into")
     ap.add_argument("--warmup", type=int, default=5)
@@ -221,7 +223,7 @@ def main():
         return bad
 
     for d in args.dims:
-        for causal in (False, True):
+        for causal in [m == "causal" for m in args.masks.split(",")]:
             impls = implementations(args, causal)
             for s in args.seqlens:
                 if s <= args.tokens:
