@@ -381,8 +381,7 @@ if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
     > "$LOGS/ncu_$pb.log" 2>&1
   PYTHONPATH=/tmp/akpeers ncu --set full -k "$peer_kernel" --launch-skip 2 --launch-count 1 -f -o "$LOGS/ncu_$peer" \
     python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" "${peer_flags[@]}" --dims "$pd" --seqlens "$ps" --masks "$pmask" \
-    --iters 1 --warmup 2 \
-    --json /dev/null > "$LOGS/ncu_$peer.log" 2>&1
+    --iters 1 --warmup 2 --json /dev/null > "$LOGS/ncu_$peer.log" 2>&1
   for r in "$pb" "$peer"; do
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page details > "$LOGS/ncu_${r}_details.txt" 2>&1
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page source --print-source sass --csv > "$LOGS/ncu_${r}_sass.csv" 2>&1
