@@ -143,7 +143,8 @@ void check_same_dtypes(Diagnostics& out, std::string_view backend, const Problem
 
 // ---- plans
 
-// The kernels load q/k/v rows in 16-byte vectors and store out in pairs: those
+// The kernels load q/k/v rows in 16-byte vectors and store out in pairs (fa2)
+// or 16-byte vectors (fa3: sm90/epilogue.hpp): those
 // four need aligned base pointers and row/head/batch strides (AK1107). LSE,
 // sinks and cu_seqlens are read element-wise and need nothing more.
 Diagnostics check_row_alignment(const AttentionTensors& t, int alignment) {
