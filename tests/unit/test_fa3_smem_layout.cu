@@ -88,6 +88,9 @@ void check_kmajor_tile(const char* what) {
       // The start address names the slice's first element (unswizzled: the
       // hardware swizzles the addresses it forms from it).
       EXPECT_EQ((desc & 0x3FFF) << 4, (kBase + tile_offset(kSw, kRows, row0, 16 * ks)) & 0x3FFF0u);
+      // The mainloop's form: the k-step 0 descriptor advanced by the step's bytes.
+      EXPECT_EQ(desc_advance(kmajor_desc(kBase, kSw, kRows, row0, 0), kmajor_step_bytes(kSw, kRows, ks)), desc)
+          << "row0 " << row0 << " ks " << ks;
     }
 }
 
@@ -114,6 +117,7 @@ void check_v_tile() {
     EXPECT_EQ(got.sbo, want.sbo) << "kk " << kk;
     EXPECT_EQ(got.type, want.type);
     EXPECT_EQ((desc & 0x3FFF) << 4, (kBase + tile_offset(kSw, kKeys, 16 * kk, 0)) & 0x3FFF0u);
+    EXPECT_EQ(desc_advance(mnmajor_desc(kBase, kSw, kKeys, 0), mnmajor_step_bytes(kSw, kk)), desc) << "kk " << kk;
   }
 }
 
@@ -142,6 +146,13 @@ TEST(Fa3SmemLayout, DescriptorEncoding) {
   EXPECT_EQ((d >> 32) & 0x3FFF, 1024u >> 4);
   EXPECT_EQ(d >> 62, 1u);
   EXPECT_EQ(make_desc(0, 16, 512, Swizzle::b64) >> 62, 2u);
+}
+
+// Stepping a descriptor to the last 16 bytes below 256 KB leaves the other fields alone.
+TEST(Fa3SmemLayout, DescriptorAdvanceStaysInItsField) {
+  const std::uint64_t from = make_desc(0x30000, 2048, 1024, Swizzle::b128);
+  EXPECT_EQ(desc_advance(from, 0xFFF0), make_desc(0x3FFF0, 2048, 1024, Swizzle::b128));
+  EXPECT_EQ(desc_advance(from, 0), from);
 }
 
 }  // namespace

@@ -263,17 +263,20 @@ struct Fa3Consumer {
 
   // S = Q K^T for this warpgroup's 64 rows (row wg_row0 of the Q tile).
   static __device__ __forceinline__ void issue_qk(SFrag& s, std::uint32_t sQ, std::uint32_t sK, int wg_row0) {
+    const std::uint64_t q0 = kmajor_desc(sQ, kSw, Traits::kBlockM, wg_row0, 0);
+    const std::uint64_t k0 = kmajor_desc(sK, kSw, Traits::kBlockN, 0, 0);
 #pragma unroll
     for (int ks = 0; ks < Traits::kQkSteps; ++ks)
-      wgmma_ss<T, Traits::kBlockN>(s[0], kmajor_desc(sQ, kSw, Traits::kBlockM, wg_row0, ks),
-                                   kmajor_desc(sK, kSw, Traits::kBlockN, 0, ks), ks > 0);
+      wgmma_ss<T, Traits::kBlockN>(s[0], desc_advance(q0, kmajor_step_bytes(kSw, Traits::kBlockM, ks)),
+                                   desc_advance(k0, kmajor_step_bytes(kSw, Traits::kBlockN, ks)), ks > 0);
   }
 
   // O += P V, P from registers.
   static __device__ __forceinline__ void issue_pv(OFrag& o, const PFrag& pf, std::uint32_t sV) {
+    const std::uint64_t v0 = mnmajor_desc(sV, kSw, Traits::kBlockN, 0);
 #pragma unroll
     for (int kk = 0; kk < Traits::kPvSteps; ++kk)
-      wgmma_rs<T, Traits::kHeadDimV>(o[0], pf[kk], mnmajor_desc(sV, kSw, Traits::kBlockN, kk), 1);
+      wgmma_rs<T, Traits::kHeadDimV>(o[0], pf[kk], desc_advance(v0, mnmajor_step_bytes(kSw, kk)), 1);
   }
 
   // P (fp32, the S accumulator) -> the A fragments of the P V wgmmas: keys

@@ -38,16 +38,30 @@ AK_HOST_DEVICE constexpr std::uint64_t make_desc(std::uint32_t smem, std::uint32
          (static_cast<std::uint64_t>((sbo >> 4) & 0x3FFFu) << 32) | (static_cast<std::uint64_t>(s) << 62);
 }
 
+// The same descriptor for an operand `bytes` further on (a multiple of 16):
+// one 32-bit add to the start address field. Shared memory ends below 256 KB
+// (18 address bits, 14 after >> 4), so the field never carries into bit 14.
+// The mainloop builds one descriptor per tile and steps it with this: a
+// whole make_desc per wgmma cost four uniform instructions (mask, shift, add,
+// or) in the turn that issues them.
+AK_HOST_DEVICE constexpr std::uint64_t desc_advance(std::uint64_t desc, std::uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<std::uint32_t>(static_cast<std::uint32_t>(desc) + (bytes >> 4));
+}
+
 // K-major operand (Q or K for S = Q K^T: rows along M / N, the head dim along
 // K): the k-step of 16 elements starting at column 16 * ks of a tile with
 // `rows` rows, from row `row0` (a multiple of 8). Inside a block the step
 // moves the start address by 32 bytes; the hardware applies the swizzle to
 // the addresses it forms. 8-row atoms are 8 * swizzle bytes apart (the
 // stride byte offset); the leading byte offset is unused (1) when swizzled.
-AK_HOST_DEVICE constexpr std::uint64_t kmajor_desc(std::uint32_t tile, Swizzle s, int rows, int row0, int ks) {
+AK_HOST_DEVICE constexpr std::uint32_t kmajor_step_bytes(Swizzle s, int rows, int ks) {
   const int sw = swizzle_bytes(s), width = sw / 2;
   const int col = 16 * ks, block = col / width;
-  const std::uint32_t addr = tile + static_cast<std::uint32_t>(block * rows * sw + row0 * sw + (col % width) * 2);
+  return static_cast<std::uint32_t>(block * rows * sw + (col % width) * 2);
+}
+AK_HOST_DEVICE constexpr std::uint64_t kmajor_desc(std::uint32_t tile, Swizzle s, int rows, int row0, int ks) {
+  const int sw = swizzle_bytes(s);
+  const std::uint32_t addr = tile + static_cast<std::uint32_t>(row0 * sw) + kmajor_step_bytes(s, rows, ks);
   return make_desc(addr, 16, 8 * sw, s);
 }
 
@@ -56,9 +70,12 @@ AK_HOST_DEVICE constexpr std::uint64_t kmajor_desc(std::uint32_t tile, Swizzle s
 // keys. Along K, 8-key atoms are 8 * swizzle bytes apart (stride byte
 // offset); along N, the next column block is rows * swizzle bytes on (leading
 // byte offset).
+AK_HOST_DEVICE constexpr std::uint32_t mnmajor_step_bytes(Swizzle s, int kk) {
+  return static_cast<std::uint32_t>(16 * kk * swizzle_bytes(s));
+}
 AK_HOST_DEVICE constexpr std::uint64_t mnmajor_desc(std::uint32_t tile, Swizzle s, int rows, int kk) {
   const int sw = swizzle_bytes(s);
-  return make_desc(tile + static_cast<std::uint32_t>(16 * kk * sw), static_cast<std::uint32_t>(rows * sw), 8 * sw, s);
+  return make_desc(tile + mnmajor_step_bytes(s, kk), static_cast<std::uint32_t>(rows * sw), 8 * sw, s);
 }
 
 }  // namespace attnkit::cuda::sm90
