@@ -92,27 +92,6 @@ TEST(SlidingTile, TileOrderBlocksAreBoxesOfTheRasterGrid) {
   EXPECT_FALSE(raster_box({2, 16, 48, 2, 16, 24}, 128).ok());
 }
 
-// The multiply-and-shift division the raster kernel uses, against / and %.
-TEST(SlidingTile, FastDivmodDividesExactly) {
-  std::vector<std::uint32_t> divisors;
-  for (std::uint32_t d = 1; d <= 1024; ++d) divisors.push_back(d);
-  for (std::uint32_t d : {1536u, 69120u, 1u << 20, (1u << 20) + 1, 1000003u, (1u << 30) + 7, (1u << 31) - 1})
-    divisors.push_back(d);
-  std::vector<std::uint32_t> numerators;
-  for (std::uint32_t n = 0; n < 4096; ++n) numerators.push_back(n);
-  for (std::uint32_t n = (1u << 31) - 4096; n < (1u << 31); ++n) numerators.push_back(n);
-  for (std::uint32_t n = 1; n < (1u << 31) / 7; n = n * 7 + 3) numerators.push_back(n);
-  for (std::uint32_t d : divisors) {
-    const cuda::sm90::FastDivmod f(d);
-    for (std::uint32_t n : numerators) {
-      for (std::uint32_t m : {n, (n / d) * d, (n / d) * d - 1}) {  // the multiples of d and their neighbours
-        if (m >= (1u << 31)) continue;
-        ASSERT_EQ(f.div(m), m / d) << m << " / " << d;
-      }
-    }
-  }
-}
-
 // The raster backend's check: the grid rules above as AK2109 (the sliding
 // tile backends then gather into tile order instead), its layouts, and the
 // dense problems it runs on the family's own kernel.

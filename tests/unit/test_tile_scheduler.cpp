@@ -125,4 +125,65 @@ TEST(TileScheduler, DynamicOrderBalancesCausalTilesBetterThanTheSnake) {
 }
 
 }  // namespace
+// The multiply-and-shift division of the tile walk and the raster kernel, against / and %.
+TEST(FastDivmod, DividesExactly) {
+  std::vector<std::uint32_t> divisors;
+  for (std::uint32_t d = 1; d <= 1024; ++d) divisors.push_back(d);
+  for (std::uint32_t d : {1536u, 69120u, 1u << 20, (1u << 20) + 1, 1000003u, (1u << 30) + 7, (1u << 31) - 1})
+    divisors.push_back(d);
+  std::vector<std::uint32_t> numerators;
+  for (std::uint32_t n = 0; n < 4096; ++n) numerators.push_back(n);
+  for (std::uint32_t n = (1u << 31) - 4096; n < (1u << 31); ++n) numerators.push_back(n);
+  for (std::uint32_t n = 1; n < (1u << 31) / 7; n = n * 7 + 3) numerators.push_back(n);
+  for (std::uint32_t d : divisors) {
+    const FastDivmod f(d);
+    for (std::uint32_t n : numerators) {
+      for (std::uint32_t m : {n, (n / d) * d, (n / d) * d - 1}) {  // the multiples of d and their neighbours
+        if (m >= (1u << 31)) continue;
+        ASSERT_EQ(f.div(m), m / d) << m << " / " << d;
+      }
+    }
+  }
+}
+
+// The launch-time walk (TileWalk: FastDivmod) decodes every walk position to
+// the tile of the 64-bit functions, in all three orders, including groups
+// that do not divide the slices, groups larger than every slice, partial last
+// rounds and one CTA.
+TEST(TileScheduler, FastWalkMatchesTheDivisions) {
+  int shapes = 0;
+  for (auto [batch, heads, seqlen] : {std::tuple{1, 16, 16384}, {8, 16, 2048}, {32, 16, 512}, {3, 7, 1000},
+                                      {1, 1, 300}, {2, 5, 4000}, {5, 3, 129}, {1, 48, 32760}}) {
+    const AttnParams p = grid_params(batch, heads, seqlen);
+    const long long tiles = Scheduler::num_tiles(p);
+    for (long long ctas : {1LL, 7LL, 132LL, tiles}) {
+      for (int group : {0, 1, 2, 3, 4, 30, 64, 1 << 20}) {
+        for (bool dynamic : {false, true}) {
+          if (group <= 0 && dynamic) continue;
+          const TileWalk w = TileWalk::make<kBlockM>(p, ctas, group, dynamic);
+          ASSERT_EQ(w.enabled, 1);
+          for (long long walk = 0; walk < tiles; ++walk) {
+            const Tile want = group <= 0 ? Scheduler::tile(walk, p)
+                              : dynamic  ? Scheduler::grouped_tile(walk, group, p)
+                                         : Scheduler::cost_ordered_tile(walk, ctas, group, p);
+            ASSERT_EQ(key(w.at(static_cast<std::uint32_t>(walk))), key(want))
+                << batch << "x" << heads << " s" << seqlen << " ctas " << ctas << " group " << group
+                << (dynamic ? " dynamic" : " static") << " walk " << walk;
+          }
+          ++shapes;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(shapes, 8 * 4 * 15);
+}
+
+// Walk positions that could pass 2^31: no fast walk (the kernel keeps the 64-bit decode).
+TEST(TileScheduler, FastWalkIsOffPastTwoToThe31) {
+  const AttnParams p = grid_params(1 << 16, 1 << 8, 128 * 128);  // 2^31 tiles
+  EXPECT_EQ(TileWalk::make<kBlockM>(p, 132, 3, false).enabled, 0);
+  const AttnParams fits = grid_params(1 << 16, 1 << 8, 128 * 64);  // 2^30 tiles
+  EXPECT_EQ(TileWalk::make<kBlockM>(fits, 132, 3, false).enabled, 1);
+}
+
 }  // namespace attnkit::cuda

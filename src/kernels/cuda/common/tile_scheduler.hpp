@@ -10,6 +10,7 @@
 //    while the consumers finish the last;
 //  - dynamic (fa3, tiles of unequal cost): a persistent grid whose CTAs take
 //    the next tile in cost order from an atomic counter as they free up.
+#include "kernels/cuda/common/fast_divmod.hpp"
 #include "kernels/cuda/params.hpp"
 
 namespace attnkit::cuda {
@@ -68,6 +69,66 @@ struct TileScheduler {
             static_cast<int>(blockIdx.z)};
   }
 #endif
+};
+
+// The persistent walk's decode (fa3) on divisors built once per launch: the
+// tiles of tile / grouped_tile / cost_ordered_tile above, with each / and %
+// a multiply-high and a shift (FastDivmod). Built only while walk positions
+// stay below 2^31 (tiles + CTAs); `enabled` is 0 otherwise and the kernel
+// decodes with the 64-bit functions above.
+struct TileWalk {
+  int enabled = 0;
+  int order = 0;  // 0: in order (tile); 1: grouped_tile; 2: cost_ordered_tile
+  std::uint32_t tiles = 0, full_groups = 0;  // groups of group.divisor slices; then one of last_group.divisor
+  FastDivmod m_blocks, heads_q, ctas, per_group, group, last_group;
+
+  // For TileScheduler<BlockM>'s walk of `p` over `ctas_` CTAs: cost_group <= 0 in order; dynamic: grouped_tile
+  // (slots from a counter); else cost_ordered_tile.
+  template <int BlockM>
+  static TileWalk make(const AttnParams& p, long long ctas_, int cost_group, bool dynamic) {
+    TileWalk w;
+    const long long tiles_ = TileScheduler<BlockM>::num_tiles(p);
+    if (tiles_ <= 0 || ctas_ <= 0 || tiles_ + ctas_ > 0x7fffffffLL) return w;
+    const long long slices = static_cast<long long>(p.heads_q) * p.batch;
+    // A group of at least every slice is one group of all of them (grouped_tile's `size`).
+    const long long g = cost_group > 0 ? (cost_group < slices ? cost_group : slices) : 1;
+    const int mb = TileScheduler<BlockM>::num_m_blocks(p);
+    w.enabled = 1;
+    w.order = cost_group <= 0 ? 0 : dynamic ? 1 : 2;
+    w.tiles = static_cast<std::uint32_t>(tiles_);
+    w.full_groups = static_cast<std::uint32_t>(slices / g);
+    w.m_blocks = FastDivmod(static_cast<std::uint32_t>(mb));
+    w.heads_q = FastDivmod(static_cast<std::uint32_t>(p.heads_q));
+    w.ctas = FastDivmod(static_cast<std::uint32_t>(ctas_));
+    w.per_group = FastDivmod(static_cast<std::uint32_t>(mb * g));  // <= tiles < 2^31
+    w.group = FastDivmod(static_cast<std::uint32_t>(g));
+    w.last_group = FastDivmod(static_cast<std::uint32_t>(slices % g != 0 ? slices % g : g));
+    return w;
+  }
+
+  AK_HOST_DEVICE Tile slice_tile(int m_block, std::uint32_t slice) const {
+    const std::uint32_t batch = heads_q.div(slice);
+    return {m_block, static_cast<int>(slice - batch * heads_q.divisor), static_cast<int>(batch)};
+  }
+  AK_HOST_DEVICE Tile in_order(std::uint32_t linear) const {
+    const std::uint32_t slice = m_blocks.div(linear);
+    return slice_tile(static_cast<int>(m_blocks.divisor - 1 - (linear - slice * m_blocks.divisor)), slice);
+  }
+  AK_HOST_DEVICE Tile grouped(std::uint32_t slot) const {
+    const std::uint32_t g = per_group.div(slot), r = slot - g * per_group.divisor;
+    const FastDivmod& size = g < full_groups ? group : last_group;
+    const std::uint32_t q = size.div(r);
+    return slice_tile(static_cast<int>(m_blocks.divisor - 1 - q), g * group.divisor + (r - q * size.divisor));
+  }
+  AK_HOST_DEVICE Tile cost_ordered(std::uint32_t walk) const {
+    const std::uint32_t round = ctas.div(walk), pos = walk - round * ctas.divisor;
+    const bool full_round = (round + 1) * ctas.divisor <= tiles;  // < tiles + ctas < 2^31
+    return grouped((round & 1) && full_round ? round * ctas.divisor + (ctas.divisor - 1 - pos) : walk);
+  }
+  // Walk position `walk` (< tiles) in this launch's order.
+  AK_HOST_DEVICE Tile at(std::uint32_t walk) const {
+    return order == 0 ? in_order(walk) : order == 1 ? grouped(walk) : cost_ordered(walk);
+  }
 };
 
 }  // namespace attnkit::cuda

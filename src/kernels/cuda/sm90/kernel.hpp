@@ -30,9 +30,12 @@ template <class Traits, bool kBlockSparse>
 __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk, Fa3Tile<kBlockSparse>& out) {
   using Scheduler = TileScheduler<Traits::kBlockM>;
   const AttnParams& p = params.a;
-  out.tile = params.cost_group <= 0 ? Scheduler::tile(walk, p)
-             : params.dynamic_tiles ? Scheduler::grouped_tile(walk, params.cost_group, p)
-                                    : Scheduler::cost_ordered_tile(walk, gridDim.x, params.cost_group, p);
+  if (params.walk.enabled)
+    out.tile = params.walk.at(static_cast<std::uint32_t>(walk));
+  else  // walk positions past 2^31: the 64-bit decode
+    out.tile = params.cost_group <= 0 ? Scheduler::tile(walk, p)
+               : params.dynamic_tiles ? Scheduler::grouped_tile(walk, params.cost_group, p)
+                                      : Scheduler::cost_ordered_tile(walk, gridDim.x, params.cost_group, p);
   out.span = sequence_span(p, out.tile.batch);
   out.m0 = out.tile.m_block * Traits::kBlockM;
   if (out.m0 >= out.span.q_len) return false;  // varlen: this sequence is shorter than the longest

@@ -254,6 +254,7 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
         std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
+  params.walk = TileWalk::make<Traits::kBlockM>(a, ctas, params.cost_group, params.dynamic_tiles != 0);
   fa3_forward_kernel<Traits, kBlockSparse, kPaged, kRaster>
       <<<static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   return cudaGetLastError();

@@ -4,6 +4,7 @@
 // by value as a __grid_constant__ kernel parameter.
 #include <cuda.h>
 
+#include "kernels/cuda/common/tile_scheduler.hpp"
 #include "kernels/cuda/params.hpp"
 #include "kernels/cuda/sm90/raster_tokens.hpp"
 
@@ -20,6 +21,8 @@ struct Fa3Params {
   // producer publishes each to the consumers in shared memory); zero: each
   // CTA walks blockIdx.x, blockIdx.x + gridDim.x, ...
   int dynamic_tiles = 0;
+  // The same walk on divisors built at launch (TileWalk; disabled past 2^31 walk positions).
+  TileWalk walk;
   // fa3bsr (raster_tokens.hpp): 5-D maps (head dim, x, y, t, n) of q, k, v
   // whose boxes are one kernel tile of video tokens, each with its batch fold.
   // tma_q / tma_k / tma_v still read the text tokens' rows.

@@ -19,6 +19,7 @@
 
 #include "attnkit/core/host_device.hpp"
 #include "attnkit/core/video_tiles.hpp"
+#include "kernels/cuda/common/fast_divmod.hpp"
 
 namespace attnkit::cuda::sm90 {
 
@@ -37,29 +38,6 @@ AK_HOST_DEVICE RasterBox raster_box(const VideoTiling& g, int rows) {
   if (plane % rows == 0 && rows % g.tile_w == 0) return {g.tile_w, rows / g.tile_w, 1};
   return {0, 0, 0};
 }
-
-// n / d and n % d for 0 <= n < 2^31, 0 < d < 2^31, by one multiply-high and a
-// shift (Granlund and Montgomery's round-up multiplier, as CUTLASS's
-// FastDivmod): the producer's one thread turns a row into a box for every key
-// tile, and with ten integer divisions there (each a ~20-instruction
-// dependent sequence) it could not keep the consumers fed (STA Wan 22.9 ms
-// against 15.1 ms on tile-ordered copies, 2026-12-04).
-struct FastDivmod {
-  std::uint32_t divisor = 1, multiplier = 1, shift = 0;
-  FastDivmod() = default;
-  explicit FastDivmod(std::uint32_t d) : divisor(d) {
-    while ((std::uint32_t{1} << shift) < d) ++shift;  // ceil(log2 d)
-    multiplier = static_cast<std::uint32_t>((std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - d) / d + 1);
-  }
-  AK_HOST_DEVICE std::uint32_t div(std::uint32_t n) const {
-#if defined(__CUDA_ARCH__)
-    const std::uint32_t high = __umulhi(n, multiplier);
-#else
-    const std::uint32_t high = static_cast<std::uint32_t>((static_cast<std::uint64_t>(n) * multiplier) >> 32);
-#endif
-    return (high + n) >> shift;  // high <= n < 2^31: no overflow
-  }
-};
 
 // tile_order_position (core/video_tiles.hpp) on divisors built once per launch.
 struct RasterDivisors {
