@@ -170,24 +170,40 @@ __device__ __forceinline__ void apply_softcap(float (&s)[kM][kTiles][4], const A
 
 // Hides keys outside each row's visible range (causal / window / sequence
 // end). `key0` is the tile's first key, `strip_row0` the first row of strip 0
-// (strips are 16 rows apart).
-template <int kM, int kTiles>
-__device__ __forceinline__ void apply_mask(float (&s)[kM][kTiles][4], int key0, int strip_row0, int q_len, int k_len,
-                                           int window_left, int window_right) {
-  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+// (strips are 16 rows apart; warp-uniform). Both ends of the range are
+// nondecreasing in the row (core/mask.hpp), so when the strips' last row sees
+// from key0 on, no row of the warp is cut on the left and one compare a score
+// is enough (causal without a window: always): the diagonal tile's mask ran
+// two, 134 ISETP a thread where FlashAttention-3 has 64 (ncu d128 causal s1k,
+// 2026-12-05). Limits are relative to the thread's first column, so each
+// compare is a register against an immediate.
+template <bool kLeft, int kM, int kTiles>
+__device__ __forceinline__ void mask_scores(float (&s)[kM][kTiles][4], int key0, int strip_row0, int q_len,
+                                            int k_len, int window_left, int window_right) {
+  const int g = (threadIdx.x & 31) >> 2, col0 = key0 + 2 * (threadIdx.x & 3);
 #pragma unroll
   for (int m = 0; m < kM; ++m)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const KeyRange keys = visible_keys(strip_row0 + 16 * m + g + 8 * r, q_len, k_len, window_left, window_right);
+      const int lo = keys.lo - col0, hi = keys.hi - col0;  // column c of the thread is key col0 + c
 #pragma unroll
       for (int j = 0; j < kTiles; ++j)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const int key = key0 + j * 8 + 2 * t + c;
-          if (key < keys.lo || key >= keys.hi) s[m][j][2 * r + c] = -INFINITY;
+          const bool hidden = kLeft ? (j * 8 + c < lo || j * 8 + c >= hi) : j * 8 + c >= hi;
+          if (hidden) s[m][j][2 * r + c] = -INFINITY;
         }
     }
+}
+template <int kM, int kTiles>
+__device__ __forceinline__ void apply_mask(float (&s)[kM][kTiles][4], int key0, int strip_row0, int q_len, int k_len,
+                                           int window_left, int window_right) {
+  const int last_row = strip_row0 + 16 * (kM - 1) + 15;
+  if (visible_keys(last_row, q_len, k_len, window_left, window_right).lo > key0)
+    mask_scores<true>(s, key0, strip_row0, q_len, k_len, window_left, window_right);
+  else
+    mask_scores<false>(s, key0, strip_row0, q_len, k_len, window_left, window_right);
 }
 
 // The end of the softmax for one row: l_total = quad_sum(l) + 2^(sink - m)
