@@ -124,7 +124,6 @@ TEST(TileScheduler, DynamicOrderBalancesCausalTilesBetterThanTheSnake) {
   }
 }
 
-}  // namespace
 // The multiply-and-shift division of the tile walk and the raster kernel, against / and %.
 TEST(FastDivmod, DividesExactly) {
   std::vector<std::uint32_t> divisors;
@@ -186,4 +185,5 @@ TEST(TileScheduler, FastWalkIsOffPastTwoToThe31) {
   EXPECT_EQ(TileWalk::make<kBlockM>(fits, 132, 3, false).enabled, 1);
 }
 
+}  // namespace
 }  // namespace attnkit::cuda
