@@ -448,7 +448,9 @@ struct Fa3Consumer {
       release(sm.k_empty(slot.stage));
       if (it == count - 1) release(sm.q_empty());
       const bool rescale = softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
-      wgmma_wait<0>();  // P V(n-1) done: O and P(n-1)'s registers are free
+      // P V(n-1) done: O and P(n-1)'s registers are free
+      if constexpr (Traits::kWaitAfterSoftmax) wgmma_wait_all_after(st[0].l[0] + st[0].l[1]);
+      else wgmma_wait<0>();
       fence_registers(o[0]);
       release(sm.v_empty(prev.stage));
       if constexpr (Traits::kDeferRescale) rescale_pending = rescale;

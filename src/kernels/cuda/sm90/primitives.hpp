@@ -102,6 +102,20 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// wgmma_wait<0>() once `x` is computed. ptxas hoists a wait_group to the top
+// of its block, so the fa3 key loop waited for P V(n-1) before softmax(n) had
+// begun (SASS, ptxas 13.0: all 64 exponentials of d128 after the wait) and the
+// two did not overlap. A branch on a warp vote over a value the softmax
+// computes keeps the wait below it; `x` is a row sum of exponentials, never
+// negative (NaN included: !(x < 0)), so the first wait always runs and every
+// warp of the warpgroup takes the same branch, as wait_group requires. The
+// second copy differs in its text so that the compiler cannot merge the two.
+__device__ __forceinline__ void wgmma_wait_all_after(float x) {
+  if (__all_sync(0xffffffffu, !(x < 0.0f)))
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  else
+    asm volatile("wgmma.wait_group.sync.aligned 0; // unreachable: x >= 0 or NaN\n" ::: "memory");
+}
 // The compiler sees a wgmma's accumulators as written when the asm statement
 // issues, not when wait_group returns: pinning them here, after the wait,
 // keeps every later read of them after it (CUTLASS's warpgroup_fence_operand).

@@ -18,7 +18,7 @@ namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
           int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0,
-          bool SkipSoftmax = false, bool DeferRescale = false>
+          bool SkipSoftmax = false, bool DeferRescale = false, bool WaitAfterSoftmax = false>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
@@ -48,6 +48,10 @@ struct Fa3Traits {
   // tensor cores (FlashAttention-3's order), instead of after softmax(n-1)
   // between turns. Shipped where it measured faster (Fa3Config below).
   static constexpr bool kDeferRescale = DeferRescale;
+  // Wait for P V(n-1) only after softmax(n) has run (primitives.hpp
+  // wgmma_wait_all_after), so that the two overlap: without it ptxas hoists the
+  // wait above every exponential. Shipped where it measured faster (Fa3Config).
+  static constexpr bool kWaitAfterSoftmax = WaitAfterSoftmax;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
   static constexpr int kTurnBarrier0 = 1;
@@ -106,6 +110,8 @@ struct Fa3Traits {
 // (+4-7% at every measured point). The deferred rescale of O: d64 +1-3% at
 // every point of s1k-16k, d256 +0-5% (s16k full +5%), d128 128 x 128 -2-3%
 // (H200, 2026-12-02; the 176-key d128 tile gains 2-12% from it, gpu-fa3.md).
+// The wait for P V(n-1) after softmax(n): d128 +0-6% at s512-16k (H100,
+// 2026-12-05), d64 -1-5% and d256 -3% to +3%, so d128's tiles only.
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
@@ -117,7 +123,10 @@ struct Fa3Config<T, 64, 64> {
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
 template <class T>
-struct Fa3Config<T, 128, 128> { using Traits = Fa3Traits<T, 128, 128, 128, 128, 2>; };
+struct Fa3Config<T, 128, 128> {
+  using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/true>;
+};
 template <class T>
 struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
 template <class T>
@@ -140,7 +149,7 @@ struct Fa3WideKeysConfig;
 template <class T>
 struct Fa3WideKeysConfig<T, 128, 128> {
   using Traits = Fa3Traits<T, 128, 128, 128, 176, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
 };
 // The shortest key rows planned on it: 1024, the shortest measured.
 inline constexpr int kWideKeysMinSeqlenK = 1024;
@@ -152,7 +161,10 @@ inline constexpr int kWideKeysMinSeqlenK = 1024;
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Keys64Config;
 template <class T>
-struct Fa3Keys64Config<T, 128, 128> { using Traits = Fa3Traits<T, 128, 128, 128, 64, 2>; };
+struct Fa3Keys64Config<T, 128, 128> {
+  using Traits = Fa3Traits<T, 128, 128, 128, 64, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/true>;
+};
 
 // Block-sparse lists in blocks of 192-key multiples (instances.def families
 // fa3bs192, and fa3bsr192 on raster-order tokens): STA's 6 x 8 x 8 tiles are
@@ -164,7 +176,7 @@ struct Fa3Keys192Config;
 template <class T>
 struct Fa3Keys192Config<T, 128, 128> {
   using Traits = Fa3Traits<T, 128, 128, 128, 192, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
 };
 
 // A paged cache is read in whole pages per key tile or whole key tiles per
@@ -179,7 +191,8 @@ constexpr bool paged_tiles_fit(int page_size, int block_n) {
 template <class Tr>
 using Fa3SkipTraits = Fa3Traits<typename Tr::T, Tr::kHeadDimQK, Tr::kHeadDimV, Tr::kBlockM, Tr::kBlockN, Tr::kStages,
                                 Tr::kProducerRegs, Tr::kConsumerRegs, Tr::kPingPong, Tr::kPersistent,
-                                /*RescaleThreshold=*/0, /*SkipSoftmax=*/true>;
+                                /*RescaleThreshold=*/0, /*SkipSoftmax=*/true, /*DeferRescale=*/false,
+                                Tr::kWaitAfterSoftmax>;
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3SkipConfig {
   using Traits = Fa3SkipTraits<typename Fa3Config<T, HeadDimQK, HeadDimV>::Traits>;
