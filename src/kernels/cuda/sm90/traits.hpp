@@ -110,8 +110,9 @@ struct Fa3Traits {
 // (+4-7% at every measured point). The deferred rescale of O: d64 +1-3% at
 // every point of s1k-16k, d256 +0-5% (s16k full +5%), d128 128 x 128 -2-3%
 // (H200, 2026-12-02; the 176-key d128 tile gains 2-12% from it, gpu-fa3.md).
-// The wait for P V(n-1) after softmax(n): d128 +0-6% at s512-16k (H100,
-// 2026-12-05), d64 -1-5% and d256 -3% to +3%, so d128's tiles only.
+// The wait for P V(n-1) after softmax(n): dense d128 +0-6% at s512-16k (H100,
+// 2026-12-05), d64 -1-5% and d256 -3% to +3%, so d128's tiles only; the
+// block-sparse 64- and 192-key d128 tiles below carry it untimed (parity only).
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
