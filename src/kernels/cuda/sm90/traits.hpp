@@ -107,19 +107,21 @@ struct Fa3Traits {
 // ping-pong; 176-key tiles measured equal within noise without the deferred
 // rescale, faster with it: Fa3WideKeysConfig below); d256 128 x 80 without
 // ping-pong (FlashAttention-3's choice; equal or +2%) and lazy rescaling
-// (+4-7% at every measured point). The deferred rescale of O: d64 +1-3% at
-// every point of s1k-16k, d256 +0-5% (s16k full +5%), d128 128 x 128 -2-3%
-// (H200, 2026-12-02; the 176-key d128 tile gains 2-12% from it, gpu-fa3.md).
+// (+4-7% at every measured point). The deferred rescale of O: d256 +0-5%
+// (s16k full +5%), d128 128 x 128 -2-3% (H200, 2026-12-02; the 176-key d128
+// tile gains 2-12% from it, gpu-fa3.md); d64 +1-3% on 2026-12-02 but 0.99-1.03
+// without it in an A/B of 2026-12-06 (H200, 3 rounds), so d64 goes without.
 // The wait for P V(n-1) after softmax(n): dense d128 +0-6% at s512-16k (H100,
-// 2026-12-05), d64 -1-5% and d256 -3% to +3%, so d128's tiles only; the
-// block-sparse 64- and 192-key d128 tiles below carry it untimed (parity only).
+// 2026-12-05); d256 1.00-1.02 (H200, 2026-12-06, with the deferred rescale);
+// d64 -1-5% with the deferred rescale, untimed without it. The block-sparse
+// 64- and 192-key d128 tiles below carry it untimed (parity only).
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
 template <class T>
 struct Fa3Config<T, 64, 64> {
   using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false>;
 };
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
@@ -133,7 +135,7 @@ struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2
 template <class T>
 struct Fa3Config<T, 256, 256> {
   using Traits = Fa3Traits<T, 256, 256, 128, 80, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
 };
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
