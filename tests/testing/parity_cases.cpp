@@ -192,6 +192,35 @@ std::vector<ParityCase> parity_cases() {
     per_head("block_sparse_d128_keys64_bf16", {128, 64, 1, 4});
     causal_pair("block_sparse_d128_keys192_causal_fp16", {256, 192, 2, 1});
   }
+  // Logits that keep rising along each row (keys scaled up with their
+  // position): the running max moves well past its first key tiles, so the
+  // instances with lazy rescaling (fa3 d256, 176-key fa3wide, the 128- and
+  // 192-key block-sparse lists) rescale O mid-row, deferred or not. With
+  // normal keys the max settles in the first tile and those moves never run.
+  {
+    ProblemDataOptions o;
+    o.key_growth = 4.0;  // logit spread x5 from the first key to the last
+    Problem wide = base(200, 1100, 2, 1, 128, DType::bf16);  // full rows of 1024+ keys: fa3wide
+    wide.return_lse = true;
+    add("rising_logits_d128_bf16", wide, o);
+    Problem causal = base(600, 600, 2, 2, 128, DType::f16);
+    causal.mask = MaskKind::causal;
+    add("rising_logits_d128_causal_fp16", causal, o);
+    Problem d256 = base(300, 700, 2, 1, 256, DType::bf16);
+    d256.return_lse = true;
+    add("rising_logits_d256_bf16", d256, o);
+    add("rising_logits_d64_bf16", base(300, 1000, 4, 2, 64, DType::bf16), o);
+    ProblemDataOptions so = o;
+    so.mask_density = 0.5;
+    so.empty_block_rows = 0.1;
+    Problem lists = base(700, 900, 4, 2, 128, DType::bf16);
+    lists.block_sparse = BlockSparse{128, 128, 1, 4};
+    lists.return_lse = true;
+    add("rising_logits_block_sparse_d128_bf16", lists, so);
+    Problem tiles = base(1152, 1152, 2, 1, 128, DType::bf16);
+    tiles.block_sparse = BlockSparse{384, 384, 1, 1};
+    add("rising_logits_block_sparse_d128_tiles384_bf16", tiles, so);
+  }
   // A custom mask.
   {
     Problem q = base(40, 50, 2, 1, 32, DType::f32);

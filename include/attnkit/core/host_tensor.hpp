@@ -33,6 +33,10 @@ struct ProblemDataOptions {
   std::vector<int> k_lens;
   double mask_density = 0.6;  // fraction of kept blocks / elements for block-sparse lists / custom masks
   double empty_block_rows = 0.0;  // block-sparse: fraction of query blocks whose list is empty
+  // Keys at position j of a sequence of n scaled by 1 + key_growth * j / (n - 1): the
+  // logits grow along each row, so a row's running maximum keeps rising past its first
+  // key tiles (what lazy rescaling's moves need to be exercised). 0: plain normal keys.
+  double key_growth = 0.0;
 };
 
 // Random inputs (standard normal q, k, v and sinks, gates uniform in [0, 1), random masks and
