@@ -66,14 +66,14 @@ CudaKernelInstance info_fa2bsq64(DType dtype, const char* arch) {
   CudaKernelInstance info_##FAMILY(DType dtype, const char* arch) {    \
     return renamed(info_##BASE<QK, V>(dtype, arch), #FAMILY);          \
   }
+AK_INFO_OF_CONFIG(fa3bs, Fa3Keys128Config)
 AK_INFO_OF_CONFIG(fa3bs192, Fa3Keys192Config)
 AK_INFO_OF_CONFIG(fa3bsk64, Fa3Keys64Config)
 AK_INFO_OF_CONFIG(fa3wide, Fa3WideKeysConfig)
 AK_INFO_OF_CONFIG(fa3ss, Fa3SkipConfig)
 AK_INFO_RENAMED(fa2bs, fa2)
 AK_INFO_RENAMED(fa2solpool, fa2bsq64)
-AK_INFO_RENAMED(fa3bs, fa3)
-AK_INFO_RENAMED(fa3bsr, fa3)
+AK_INFO_RENAMED(fa3bsr, fa3bs)
 AK_INFO_RENAMED(fa3bsr192, fa3bs192)
 AK_INFO_RENAMED(fa3pg, fa3)
 #undef AK_INFO_OF_CONFIG

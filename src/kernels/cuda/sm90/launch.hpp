@@ -314,8 +314,8 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
   }
 
 #define AK_DEFINE_LAUNCHER_fa3(TAG, QK, V) AK_FA3_LAUNCHER(fa3, Fa3Config, false, false, false, TAG, QK, V)
-// fa3bs: the same instance over block-sparse KV lists.
-#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Config, true, false, false, TAG, QK, V)
+// fa3bs: block-sparse KV lists in 128-key blocks (Fa3Keys128Config: fa3's d128 tile, lazily rescaled).
+#define AK_DEFINE_LAUNCHER_fa3bs(TAG, QK, V) AK_FA3_LAUNCHER(fa3bs, Fa3Keys128Config, true, false, false, TAG, QK, V)
 // fa3bs192: block-sparse KV lists in blocks of 192-key multiples, on 192-key tiles (Fa3Keys192Config).
 #define AK_DEFINE_LAUNCHER_fa3bs192(TAG, QK, V) \
   AK_FA3_LAUNCHER(fa3bs192, Fa3Keys192Config, true, false, false, TAG, QK, V)
@@ -328,6 +328,6 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
 // fa3wide: dense calls on 176-key tiles (Fa3WideKeysConfig).
 #define AK_DEFINE_LAUNCHER_fa3wide(TAG, QK, V) AK_FA3_LAUNCHER(fa3wide, Fa3WideKeysConfig, false, false, false, TAG, QK, V)
 // fa3bsr: fa3bs over video tokens in raster order (raster_tokens.hpp); fa3bsr192 on 192-key tiles.
-#define AK_DEFINE_LAUNCHER_fa3bsr(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsr, Fa3Config, true, false, true, TAG, QK, V)
+#define AK_DEFINE_LAUNCHER_fa3bsr(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsr, Fa3Keys128Config, true, false, true, TAG, QK, V)
 #define AK_DEFINE_LAUNCHER_fa3bsr192(TAG, QK, V) \
   AK_FA3_LAUNCHER(fa3bsr192, Fa3Keys192Config, true, false, true, TAG, QK, V)

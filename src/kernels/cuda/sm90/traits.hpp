@@ -157,6 +157,22 @@ struct Fa3WideKeysConfig<T, 128, 128> {
 // The shortest key rows planned on it: 1024, the shortest measured.
 inline constexpr int kWideKeysMinSeqlenK = 1024;
 
+// Block-sparse lists in 128-key blocks (instances.def families fa3bs, and
+// fa3bsr on raster-order tokens): d128's 128 x 128 tile with fa3wide's lazy
+// rescaling and deferred rescale, as the 192-key list tiles below have them.
+// Against Fa3Config's tile on random lists over 30720 tokens (H100, one
+// machine, 2026-12-06, gpu-sparse.md): 3.5-8.6% less time at every density
+// from 10% to 100%. On dense d128 rows the same flags measured within the
+// runs' noise (0.99-1.02 over three alternated runs), so Fa3Config keeps the
+// exact max.
+template <class T, int HeadDimQK, int HeadDimV>
+struct Fa3Keys128Config;
+template <class T>
+struct Fa3Keys128Config<T, 128, 128> {
+  using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
+};
+
 // Block-sparse lists in 64-key blocks (sparge_attn's; instances.def family
 // fa3bsk64), which the 128-key tiles above cannot take: d128's shape with
 // 64-key tiles. Not tuned on a GPU yet (more stages for the shorter tiles
