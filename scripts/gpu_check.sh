@@ -139,6 +139,8 @@ if ! skip sanitizer; then
 'AllBackends/Parity.MatchesReference/cuda_sdpa_dqk192_dv128:AllBackends/Parity.MatchesReference/cuda_sdpa_varlen_causal_bf16'
   SMALL="$SMALL:${SMALL//fa2_/fa3_}"  # every fa2 case again on fa3
   SMALL="$SMALL:AllBackends/Parity.MatchesReference/fa3_block_sparse_d128_*:AllBackends/Parity.MatchesReference/fa2_block_sparse_d128_*:AllBackends/Parity.MatchesReference/cuda_sdpa_block_sparse_d128_varlen_bf16"
+  # rows whose max moves mid-row: the lazily rescaled instances (d256, fa3wide, 128- and 192-key lists)
+  SMALL="$SMALL:AllBackends/Parity.MatchesReference/fa3_rising_logits_*"
   SMALL_GPU='Gpu/CudaKernels.MatchesReference/fa2_window1_bf16:Gpu/CudaKernels.MatchesReference/fa2_lse_empty_rows_sinks_f16:'\
 'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16:Gpu/CudaKernels.MatchesReference/fa3_varlen_long_causal_bf16:'\
 'CudaBackends.BadDeviceBlockListsStayInBounds'
