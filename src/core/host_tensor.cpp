@@ -63,27 +63,22 @@ std::vector<std::int64_t> token_shape(Layout layout, int b, int s, int h, int d,
 // ProblemDataOptions::key_growth: key j of a sequence of n tokens times
 // 1 + growth * j / (n - 1), in every layout (a paged cache through its table).
 void grow_keys(const TensorView& k, const Problem& p, const std::vector<int>& k_lens, const TensorView& table,
-               std::int64_t max_pages, double growth) {
-  const std::int64_t H = p.heads_kv, D = p.head_dim_qk;
+               double growth) {
   std::int64_t first = 0;  // THD: the sequence's first packed token
   for (int b = 0; b < p.batch; ++b) {
     const int n = k_lens[static_cast<std::size_t>(b)];
-    for (int j = 0; j < n; ++j) {
-      const double f = 1.0 + (n > 1 ? growth * j / (n - 1) : 0.0);
-      for (std::int64_t h = 0; h < H; ++h) {
-        std::int64_t row = 0;  // the (token, head) row's first element
-        if (p.paged_kv) {
-          const std::int64_t P = p.paged_kv->page_size;
-          const std::int64_t page = table.ptr<std::int32_t>()[b * max_pages + j / P];
-          row = ((page * P + j % P) * H + h) * D;
-        } else if (p.layout == Layout::bshd) {
-          row = ((std::int64_t{b} * p.seqlen_k + j) * H + h) * D;
-        } else if (p.layout == Layout::bhsd) {
-          row = ((std::int64_t{b} * H + h) * p.seqlen_k + j) * D;
-        } else {
-          row = ((first + j) * H + h) * D;
-        }
-        for (std::int64_t c = row; c < row + D; ++c)
+    for (int h = 0; h < p.heads_kv; ++h) {
+      const HeadRows rows = p.paged_kv ? HeadRows{} : head_rows(p.layout, k.strides.data(), b, h, first);
+      auto first_element = [&](int j) -> std::int64_t {  // of key j's row
+        if (!p.paged_kv) return rows.offset + j * rows.row_stride;
+        const int P = p.paged_kv->page_size;
+        const std::int64_t page = table.ptr<std::int32_t>()[b * table.strides[0] + (j / P) * table.strides[1]];
+        return page * k.strides[0] + (j % P) * k.strides[1] + h * k.strides[2];
+      };
+      for (int j = 0; j < n; ++j) {
+        const std::int64_t row = first_element(j);
+        const double f = 1.0 + (n > 1 ? growth * j / (n - 1) : 0.0);
+        for (std::int64_t c = row; c < row + p.head_dim_qk; ++c)
           store_from_double(k.data, k.dtype, c, f * load_as_double(k.data, k.dtype, c));
       }
     }
@@ -210,7 +205,7 @@ void HostProblemData::fill(const ProblemDataOptions& o, std::int64_t tq, std::in
   }
   fill_normal(d.k_.view(), rng, stddev(kt));
   fill_normal(d.v_.view(), rng, stddev(kt));
-  if (o.key_growth != 0.0) grow_keys(d.k_.view(), p, d.k_lens_, d.block_table_.view(), max_pages, o.key_growth);
+  if (o.key_growth != 0.0) grow_keys(d.k_.view(), p, d.k_lens_, d.block_table_.view(), o.key_growth);
   d.out_ = d.make_output(p.out_dtype());
   if (p.return_lse) d.lse_ = d.make_lse();
   if (p.has_sinks) {

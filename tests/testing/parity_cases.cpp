@@ -20,6 +20,11 @@ Problem base(int sq, int sk, int hq, int hkv, int d, DType dtype) { return make_
 
 std::string dt(DType t) { return std::string(dtype_name(t)); }
 
+// The rising_logits_* cases' ProblemDataOptions::key_growth: the logits' spread
+// grows x5 from a row's first key to its last, which moves the running max of
+// every row past lazy rescaling's 2^8 threshold after its first key tiles.
+constexpr double kRisingKeyGrowth = 4.0;
+
 }  // namespace
 
 void add_case(std::vector<ParityCase>& list, std::string name, const Problem& p, ProblemDataOptions o,
@@ -161,11 +166,11 @@ std::vector<ParityCase> parity_cases() {
     o.mask_density = 0.4;
     o.empty_block_rows = 0.1;
     // Lists per head with the LSE; causal over two sequences sharing their lists.
-    const auto per_head = [&](const char* name, BlockSparse layout) {
+    const auto per_head = [&](const char* name, BlockSparse layout, const ProblemDataOptions& opts) {
       Problem a = base(700, 900, 4, 2, 128, DType::bf16);
       a.block_sparse = layout;
       a.return_lse = true;
-      add(name, a, o);
+      add(name, a, opts);
     };
     const auto causal_pair = [&](const char* name, BlockSparse layout) {
       Problem c = base(640, 600, 4, 4, 128, DType::f16);
@@ -174,7 +179,7 @@ std::vector<ParityCase> parity_cases() {
       c.block_sparse = layout;
       add(name, c, o);
     };
-    per_head("block_sparse_d128_per_head_bf16", {128, 256, 1, 4});
+    per_head("block_sparse_d128_per_head_bf16", {128, 256, 1, 4}, o);
     causal_pair("block_sparse_d128_causal_fp16", {256, 128, 2, 1});
     Problem w = base(1152, 1152, 2, 1, 128, DType::bf16);
     w.block_sparse = BlockSparse{384, 384, 1, 1};  // 6x8x8 video tiles
@@ -189,17 +194,22 @@ std::vector<ParityCase> parity_cases() {
     vo.k_lens = {260, 0, 520};
     add("block_sparse_d128_varlen_bf16", v, vo);
     // 64-key blocks (sparge_attn's): fa3's 64-key-tile instances (fa3bsk64), one or three tiles a block.
-    per_head("block_sparse_d128_keys64_bf16", {128, 64, 1, 4});
+    per_head("block_sparse_d128_keys64_bf16", {128, 64, 1, 4}, o);
     causal_pair("block_sparse_d128_keys192_causal_fp16", {256, 192, 2, 1});
+    // Rising logits (below) on the lazily rescaled list tiles: 128-key (fa3bs) and 192-key (fa3bs192).
+    ProblemDataOptions rising = o;
+    rising.key_growth = kRisingKeyGrowth;
+    per_head("rising_logits_block_sparse_d128_bf16", {128, 128, 1, 4}, rising);
+    add("rising_logits_block_sparse_d128_tiles384_bf16", w, rising);
   }
   // Logits that keep rising along each row (keys scaled up with their
   // position): the running max moves well past its first key tiles, so the
-  // instances with lazy rescaling (fa3 d256, 176-key fa3wide, the 128- and
-  // 192-key block-sparse lists) rescale O mid-row, deferred or not. With
+  // instances with lazy rescaling (fa3 d256, 176-key fa3wide; the 128- and
+  // 192-key block-sparse lists above) rescale O mid-row, deferred or not. With
   // normal keys the max settles in the first tile and those moves never run.
   {
     ProblemDataOptions o;
-    o.key_growth = 4.0;  // logit spread x5 from the first key to the last
+    o.key_growth = kRisingKeyGrowth;
     Problem wide = base(200, 1100, 2, 1, 128, DType::bf16);  // full rows of 1024+ keys: fa3wide
     wide.return_lse = true;
     add("rising_logits_d128_bf16", wide, o);
@@ -210,16 +220,6 @@ std::vector<ParityCase> parity_cases() {
     d256.return_lse = true;
     add("rising_logits_d256_bf16", d256, o);
     add("rising_logits_d64_bf16", base(300, 1000, 4, 2, 64, DType::bf16), o);
-    ProblemDataOptions so = o;
-    so.mask_density = 0.5;
-    so.empty_block_rows = 0.1;
-    Problem lists = base(700, 900, 4, 2, 128, DType::bf16);
-    lists.block_sparse = BlockSparse{128, 128, 1, 4};
-    lists.return_lse = true;
-    add("rising_logits_block_sparse_d128_bf16", lists, so);
-    Problem tiles = base(1152, 1152, 2, 1, 128, DType::bf16);
-    tiles.block_sparse = BlockSparse{384, 384, 1, 1};
-    add("rising_logits_block_sparse_d128_tiles384_bf16", tiles, so);
   }
   // A custom mask.
   {

@@ -137,5 +137,43 @@ TEST(HostData, OutputsArePoisoned) {
   for (std::int64_t i = 0; i < out.numel(); ++i) ASSERT_TRUE(std::isnan(out.ptr<float>()[i]));
 }
 
+// key_growth scales key j of a sequence of n by 1 + growth * j / (n - 1), the
+// same draws otherwise; element indices written out per layout here.
+TEST(HostData, KeyGrowthScalesEachKeyByItsPosition) {
+  for (int variant = 0; variant < 4; ++variant) {
+    Problem p = small(variant == 1 ? Layout::bhsd : variant == 2 ? Layout::thd : Layout::bshd);
+    ProblemDataOptions o;
+    o.seed = 5;
+    if (variant == 2) o.q_lens = {5, 0}, o.k_lens = {7, 3};
+    if (variant == 3) p.paged_kv = PagedKv{4}, o.k_lens = {7, 6};
+    const auto plain = make(p, o);
+    o.key_growth = 3.0;
+    const auto grown = make(p, o);
+    const TensorView k0 = plain.tensors().k, k1 = grown.tensors().k, table = grown.tensors().block_table;
+    const std::int64_t S = p.seqlen_k, H = p.heads_kv, D = p.head_dim_qk;
+    std::int64_t first = 0;
+    for (int b = 0; b < p.batch; ++b) {
+      const int n = variant >= 2 ? o.k_lens[b] : p.seqlen_k;
+      for (int j = 0; j < n; ++j)
+        for (std::int64_t h = 0; h < H; ++h)
+          for (std::int64_t c = 0; c < D; ++c) {
+            std::int64_t i = 0;
+            switch (variant) {
+              case 0: i = ((b * S + j) * H + h) * D + c; break;
+              case 1: i = ((b * H + h) * S + j) * D + c; break;
+              case 2: i = ((first + j) * H + h) * D + c; break;
+              default: {
+                const std::int64_t page = table.ptr<std::int32_t>()[b * table.shape[1] + j / 4];
+                i = ((page * 4 + j % 4) * H + h) * D + c;
+              }
+            }
+            const double f = 1.0 + (n > 1 ? 3.0 * j / (n - 1) : 0.0);
+            ASSERT_NEAR(k1.ptr<float>()[i], f * k0.ptr<float>()[i], 1e-5) << variant << " b" << b << " j" << j;
+          }
+      first += n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attnkit
