@@ -147,13 +147,16 @@ struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 
 // 560 / 702 vs 376 / 559 / 685, so causal calls keep Fa3Config's tile, which
 // stays the d128 shape: 176-key tiles take no 128-key block lists and paged
 // caches only in 8- or 16-row pages.
+// The lazily rescaled d128 schedule on BlockN-key tiles: fa3wide's, and the
+// 128- and 192-key block-sparse list tiles' below.
+template <class T, int BlockN>
+using Fa3LazyD128Traits = Fa3Traits<T, 128, 128, 128, BlockN, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true,
+                                    /*Lazy=*/8, /*SkipSoftmax=*/false, /*DeferRescale=*/true,
+                                    /*WaitAfterSoftmax=*/true>;
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3WideKeysConfig;
 template <class T>
-struct Fa3WideKeysConfig<T, 128, 128> {
-  using Traits = Fa3Traits<T, 128, 128, 128, 176, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
-};
+struct Fa3WideKeysConfig<T, 128, 128> { using Traits = Fa3LazyD128Traits<T, 176>; };
 // The shortest key rows planned on it: 1024, the shortest measured.
 inline constexpr int kWideKeysMinSeqlenK = 1024;
 
@@ -168,10 +171,7 @@ inline constexpr int kWideKeysMinSeqlenK = 1024;
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Keys128Config;
 template <class T>
-struct Fa3Keys128Config<T, 128, 128> {
-  using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
-};
+struct Fa3Keys128Config<T, 128, 128> { using Traits = Fa3LazyD128Traits<T, 128>; };
 
 // Block-sparse lists in 64-key blocks (sparge_attn's; instances.def family
 // fa3bsk64), which the 128-key tiles above cannot take: d128's shape with
@@ -193,10 +193,7 @@ struct Fa3Keys64Config<T, 128, 128> {
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Keys192Config;
 template <class T>
-struct Fa3Keys192Config<T, 128, 128> {
-  using Traits = Fa3Traits<T, 128, 128, 128, 192, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
-};
+struct Fa3Keys192Config<T, 128, 128> { using Traits = Fa3LazyD128Traits<T, 192>; };
 
 // A paged cache is read in whole pages per key tile or whole key tiles per
 // page (sm90/mainloop.hpp Fa3Producer::load_paged), in whole 8-row swizzle
