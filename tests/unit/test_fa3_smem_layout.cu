@@ -129,6 +129,19 @@ void check_config() {
   check_v_tile<Tr>();
   // O is staged in Q's rows: it must fit them.
   EXPECT_LE(std::size_t(Tr::kBlockM) * V * 2, Tr::kQBytes);
+  // The mainloop's K and V descriptors of a stage: stage 0's, advanced by whole tiles.
+  const std::uint32_t k0 = kBase + static_cast<std::uint32_t>(Tr::kQBytes);
+  const std::uint32_t v0 = k0 + static_cast<std::uint32_t>(Tr::kStages * Tr::kKBytes);
+  for (int stage = 0; stage < Tr::kStages; ++stage) {
+    const auto k_bytes = static_cast<std::uint32_t>(stage * Tr::kKBytes);
+    const auto v_bytes = static_cast<std::uint32_t>(stage * Tr::kVBytes);
+    EXPECT_EQ(desc_advance(kmajor_desc(k0, Tr::kSwizzle, Tr::kBlockN, 0, 0), k_bytes),
+              kmajor_desc(k0 + k_bytes, Tr::kSwizzle, Tr::kBlockN, 0, 0))
+        << "stage " << stage;
+    EXPECT_EQ(desc_advance(mnmajor_desc(v0, Tr::kSwizzle, Tr::kBlockN, 0), v_bytes),
+              mnmajor_desc(v0 + v_bytes, Tr::kSwizzle, Tr::kBlockN, 0))
+        << "stage " << stage;
+  }
 }
 
 TEST(Fa3SmemLayout, D64MatchesCute) { check_config<64, 64>(); }

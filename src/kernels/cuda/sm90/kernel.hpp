@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Swizzle atoms need 1024-byte alignment; the allocation has the slack.
   const std::uint32_t raw = smem_addr(smem_raw);
-  const Fa3Smem<Traits> sm{(raw + 1023u) & ~1023u};
+  const std::uint32_t base = (raw + 1023u) & ~1023u;
+  const Fa3Smem<Traits> sm{Traits::kPinSmemBase ? opaque(base) : base};
   const long long tiles = TileScheduler<Traits::kBlockM>::num_tiles(p);
 
   if (threadIdx.x == 0) sm.init_barriers();

@@ -124,6 +124,11 @@ template <int kStages>
 __device__ __forceinline__ RingSlot ring_slot(int it) {
   return {it % kStages, static_cast<std::uint32_t>((it / kStages) & 1)};
 }
+// The slot after s: the ring position one key tile on.
+template <int kStages>
+__device__ __forceinline__ RingSlot next_slot(RingSlot s) {
+  return s.stage + 1 == kStages ? RingSlot{0, s.parity ^ 1u} : RingSlot{s.stage + 1, s.parity};
+}
 
 // How far a role has come through the CTA's tiles: key tiles streamed and
 // Q tiles loaded. Producer and consumers count the same tiles (only those
@@ -261,19 +266,38 @@ struct Fa3Consumer {
   using PFrag = std::uint32_t[Traits::kPvSteps][4];
   using Softmax = TileSoftmax<1, Traits::kSTiles>;
 
-  // S = Q K^T for this warpgroup's 64 rows (row wg_row0 of the Q tile).
-  static __device__ __forceinline__ void issue_qk(SFrag& s, std::uint32_t sQ, std::uint32_t sK, int wg_row0) {
-    const std::uint64_t q0 = kmajor_desc(sQ, kSw, Traits::kBlockM, wg_row0, 0);
-    const std::uint64_t k0 = kmajor_desc(sK, kSw, Traits::kBlockN, 0, 0);
+  // The wgmma descriptors of this warpgroup's rows of Q (row wg_row0 of the
+  // tile), built once per output tile: one per k-step, held in registers
+  // across the key loop where there are at most 8 (ptxas keeps them in
+  // uniform registers), else one stepped by an add per wgmma: d192's and
+  // d256's 12 / 16, and skip-softmax's loop, left ptxas short of uniform
+  // registers (R2UR moves in the key loop; d256 1% slower, gpu-fa3.md).
+  // opaque(): without it ptxas rebuilt a masked descriptor per k-step from
+  // known bits (two instructions).
+  struct QDescs {
+    static constexpr bool kHeld = Traits::kQkSteps <= 8 && !Traits::kSkipSoftmax;
+    std::uint64_t d[kHeld ? Traits::kQkSteps : 1];
+    __device__ __forceinline__ QDescs(std::uint32_t sQ, int wg_row0) {
+#pragma unroll
+      for (int ks = 0; ks < (kHeld ? Traits::kQkSteps : 1); ++ks)
+        d[ks] = opaque(kmajor_desc(sQ, kSw, Traits::kBlockM, wg_row0, ks));
+    }
+    __device__ __forceinline__ std::uint64_t operator[](int ks) const {
+      if constexpr (kHeld) return d[ks];
+      else return desc_advance(d[0], kmajor_step_bytes(kSw, Traits::kBlockM, ks));
+    }
+  };
+
+  // S = Q K^T for this warpgroup's 64 rows.
+  static __device__ __forceinline__ void issue_qk(SFrag& s, const QDescs& q, std::uint64_t k0) {
 #pragma unroll
     for (int ks = 0; ks < Traits::kQkSteps; ++ks)
-      wgmma_ss<T, Traits::kBlockN>(s[0], desc_advance(q0, kmajor_step_bytes(kSw, Traits::kBlockM, ks)),
+      wgmma_ss<T, Traits::kBlockN>(s[0], q[ks],
                                    desc_advance(k0, kmajor_step_bytes(kSw, Traits::kBlockN, ks)), ks > 0);
   }
 
   // O += P V, P from registers.
-  static __device__ __forceinline__ void issue_pv(OFrag& o, const PFrag& pf, std::uint32_t sV) {
-    const std::uint64_t v0 = mnmajor_desc(sV, kSw, Traits::kBlockN, 0);
+  static __device__ __forceinline__ void issue_pv(OFrag& o, const PFrag& pf, std::uint64_t v0) {
 #pragma unroll
     for (int kk = 0; kk < Traits::kPvSteps; ++kk)
       wgmma_rs<T, Traits::kHeadDimV>(o[0], pf[kk], desc_advance(v0, mnmajor_step_bytes(kSw, kk)), 1);
@@ -393,6 +417,13 @@ struct Fa3Consumer {
       if (rescale_pending) rescale_rows(o, alpha);
       fence_registers(o[0]);
     };
+    // The wgmma descriptors: Q's for the tile, K's and V's of stage 0, stepped
+    // to a stage by one add (stages are whole tiles apart).
+    const QDescs q_desc(sm.q(), wg_row0);
+    const std::uint64_t k_desc0 = opaque(kmajor_desc(sm.k(0), kSw, Traits::kBlockN, 0, 0));
+    const std::uint64_t v_desc0 = opaque(mnmajor_desc(sm.v(0), kSw, Traits::kBlockN, 0));
+    auto k_desc = [&](int stage) { return desc_advance(k_desc0, static_cast<std::uint32_t>(stage * Traits::kKBytes)); };
+    auto v_desc = [&](int stage) { return desc_advance(v_desc0, static_cast<std::uint32_t>(stage * Traits::kVBytes)); };
     mbar_wait(sm.q_full(), ps.q_parity());
 
     // The key tile in a stage: a dense range's is known; a listed one is read
@@ -403,13 +434,14 @@ struct Fa3Consumer {
       if constexpr (kListed) return sm.get_stage_tile(stage); else return tiles.tile(it);
     };
     // Tile 0: S, then its softmax; no P V yet.
+    RingSlot prev_slot = ring_slot<Traits::kStages>(ps.kv);  // the slot of the key tile before `it`
     {
-      const RingSlot slot = ring_slot<Traits::kStages>(ps.kv);
+      const RingSlot slot = prev_slot;
       mbar_wait(sm.k_full(slot.stage), slot.parity);
       const int n = tile_in(slot.stage, 0);
       take_turn(wg);
       wgmma_fence();
-      issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
+      issue_qk(s, q_desc, k_desc(slot.stage));
       wgmma_commit();
       pass_turn(wg);
       wgmma_wait<0>();
@@ -426,7 +458,8 @@ struct Fa3Consumer {
     // took 28.6 ms that way against 25.5 split (dense 22; docs/perf/gpu-sparse.md).
     auto key_tile = [&](int it, auto with_pv) {
       constexpr bool kPv = decltype(with_pv)::value;
-      const RingSlot slot = ring_slot<Traits::kStages>(ps.kv + it), prev = ring_slot<Traits::kStages>(ps.kv + it - 1);
+      const RingSlot prev = prev_slot, slot = next_slot<Traits::kStages>(prev);
+      prev_slot = slot;
       mbar_wait(sm.k_full(slot.stage), slot.parity);
       const int n = tile_in(slot.stage, it);
       mbar_wait(sm.v_full(prev.stage), prev.parity);
@@ -434,13 +467,13 @@ struct Fa3Consumer {
       fence_registers(o[0]);
       take_turn(wg);
       wgmma_fence();
-      issue_qk(s, sm.q(), sm.k(slot.stage), wg_row0);
+      issue_qk(s, q_desc, k_desc(slot.stage));
       wgmma_commit();
       if constexpr (Traits::kDeferRescale) {
         apply_pending_rescale();  // while S(n) runs
         wgmma_fence();            // O's registers were written after the turn's first fence
       }
-      if constexpr (kPv) issue_pv(o, pf, sm.v(prev.stage));
+      if constexpr (kPv) issue_pv(o, pf, v_desc(prev.stage));
       wgmma_commit();  // possibly empty: the wait counts below stay the same
       pass_turn(wg);
       wgmma_wait<1>();  // S(n) done; P V(n-1) may still run
@@ -465,7 +498,7 @@ struct Fa3Consumer {
       }
     }
     // The last tile's P V (skipped, with its turn still taken, when not kept).
-    const RingSlot last = ring_slot<Traits::kStages>(ps.kv + count - 1);
+    const RingSlot last = prev_slot;
     mbar_wait(sm.v_full(last.stage), last.parity);
     fence_registers(pf);
     fence_registers(o[0]);
@@ -473,7 +506,7 @@ struct Fa3Consumer {
     if (!Traits::kSkipSoftmax || keep_pv) {
       if constexpr (Traits::kDeferRescale) apply_pending_rescale();
       wgmma_fence();
-      issue_pv(o, pf, sm.v(last.stage));
+      issue_pv(o, pf, v_desc(last.stage));
       wgmma_commit();
       pass_turn(wg);
       wgmma_wait<0>();

@@ -116,6 +116,19 @@ __device__ __forceinline__ void wgmma_wait_all_after(float x) {
   else
     asm volatile("wgmma.wait_group.sync.aligned 0; // unreachable: x >= 0 or NaN\n" ::: "memory");
 }
+
+// x, with its bits hidden from the compiler's known-bits analysis (no code):
+// the compiler can then neither rebuild it from its parts nor fold masks into
+// its uses, and keeps it in a register.
+__device__ __forceinline__ std::uint64_t opaque(std::uint64_t x) {
+  asm("" : "+l"(x));
+  return x;
+}
+__device__ __forceinline__ std::uint32_t opaque(std::uint32_t x) {
+  asm("" : "+r"(x));
+  return x;
+}
+
 // The compiler sees a wgmma's accumulators as written when the asm statement
 // issues, not when wait_group returns: pinning them here, after the wait,
 // keeps every later read of them after it (CUTLASS's warpgroup_fence_operand).

@@ -52,6 +52,13 @@ struct Fa3Traits {
   // wgmma_wait_all_after), so that the two overlap: without it ptxas hoists the
   // wait above every exponential. Shipped where it measured faster (Fa3Config).
   static constexpr bool kWaitAfterSoftmax = WaitAfterSoftmax;
+  // Hide the aligned shared-memory base from ptxas, so that it stays in a
+  // register: in the ping-pong lazily rescaled instances (fa3wide, the d128
+  // list tiles) ptxas 13.0 otherwise recomputes it from SR_CgaCtaId in every
+  // key tile (fa3wide's key loop: 81 -> 51 uniform instructions). Elsewhere
+  // the register it holds costs more than it saves (d128 128 x 128: 47 -> 57,
+  // d256 spills), so only there.
+  static constexpr bool kPinSmemBase = RescaleThreshold > 0 && kPingPong;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
   static constexpr int kTurnBarrier0 = 1;
