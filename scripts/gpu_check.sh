@@ -95,6 +95,10 @@ if ! skip build; then
   cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" > "$LOGS/build.log" 2>&1 \
     || { grep -E "error|Error" "$LOGS/build.log" | head -40; exit 1; }
   echo "build ok"
+  # Every fa3 instance's key-loop instruction mix (uniform instructions, R2UR moves, HGMMAs)
+  # into the logs, so each call records the SASS its timings ran (bench/gpu/sass_key_loop.py).
+  python3 "$ROOT/bench/gpu/sass_key_loop.py" "$BUILD"/src/backends/cuda/CMakeFiles/attnkit_sm90a.dir/generated/fa3*_bf16_*.o \
+    > "$LOGS/sass_key_loop.txt" 2>&1 || echo "sass_key_loop.py failed (logs.tgz: sass_key_loop.txt)"
   # The Python module is optional here: the image's Python may lack headers
   # (and the python and bench steps are its only users).
   if ! { skip python && skip bench && skip cudnn && [[ "${GPU_CHECK_SPARSE:-0}" != 1 && "${GPU_CHECK_SKIP_SOFTMAX:-0}" != 1 ]]; }; then
