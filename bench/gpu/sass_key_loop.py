@@ -81,10 +81,11 @@ def loop_stats(body):
 
 def cuobjdump():
     """cuobjdump from PATH, the CUDA toolkit, or the pip wheel nvidia-cuda-cuobjdump."""
-    found = shutil.which("cuobjdump") or next(
-        (p for p in ("/usr/local/cuda/bin/cuobjdump",) if os.path.exists(p)), None)
+    found = shutil.which("cuobjdump")
     if found:
         return found
+    if os.path.exists("/usr/local/cuda/bin/cuobjdump"):
+        return "/usr/local/cuda/bin/cuobjdump"
     try:
         import nvidia  # the namespace package of NVIDIA's pip wheels
         for root in nvidia.__path__:
