@@ -38,14 +38,14 @@ std::vector<Fa2Variant> fa2_variants();
   }
 
 // Defines variant NAME with Fa3Traits<bf16, QK, V, BLOCKM, BLOCKN, STAGES, PRODUCER_REGS, CONSUMER_REGS,
-// PINGPONG, PERSISTENT, RESCALE_THRESHOLD, no skip-softmax, DEFER_RESCALE, WAIT_AFTER_SOFTMAX> (a derived
+// PINGPONG, PERSISTENT, RESCALE_THRESHOLD, no skip-softmax, DEFER_RESCALE, WAIT_AFTER_SOFTMAX, STORE_O_TMA> (a derived
 // type: a kernel symbol of its own).
 #define AK_FA3_VARIANT(NAME, QK, V, BLOCKM, BLOCKN, STAGES, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, PERSISTENT, \
-                       RESCALE_THRESHOLD, DEFER_RESCALE, WAIT_AFTER_SOFTMAX)                                     \
+                       RESCALE_THRESHOLD, DEFER_RESCALE, WAIT_AFTER_SOFTMAX, STORE_O_TMA)                        \
   namespace attnkit::bench {                                                                                 \
   struct NAME##_traits : cuda::sm90::Fa3Traits<__nv_bfloat16, QK, V, BLOCKM, BLOCKN, STAGES, PRODUCER_REGS,   \
                                                CONSUMER_REGS, PINGPONG, PERSISTENT, RESCALE_THRESHOLD, false, \
-                                               DEFER_RESCALE, WAIT_AFTER_SOFTMAX> {};                         \
+                                               DEFER_RESCALE, WAIT_AFTER_SOFTMAX, STORE_O_TMA> {};            \
   int NAME##_configure() { return static_cast<int>(cuda::sm90::fa3_configure<NAME##_traits>()); }            \
   int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                     \
     return static_cast<int>(cuda::sm90::fa3_launch<NAME##_traits>(p, static_cast<cudaStream_t>(s)));         \

@@ -168,4 +168,35 @@ TEST(Fa3SmemLayout, DescriptorAdvanceStaysInItsField) {
   EXPECT_EQ(desc_advance(from, 0), from);
 }
 
+// O's staging tile (kStoreOTma): the stmatrix rows of every lane of every
+// warp cover each 16-byte row chunk of the tile once; the 8 rows of one 8 x 8
+// matrix fall in 8 different 16-byte bank groups (one shared-memory wavefront);
+// and each warpgroup's TMA box starts on a 1024-byte swizzle atom.
+TEST(Fa3SmemLayout, OStagingCoversTheTileOnceWithoutBankConflicts) {
+  struct Shape {
+    int rows, dv;
+  };
+  for (const Shape shape : {Shape{128, 128}, Shape{192, 64}, Shape{128, 64}, Shape{128, 256}, Shape{192, 128}}) {
+    SCOPED_TRACE(testing::Message() << shape.rows << " rows x " << shape.dv);
+    std::set<std::uint32_t> chunks;
+    for (int wg = 0; wg < shape.rows / 64; ++wg) {
+      for (int c = 0; c < shape.dv / 64; ++c) EXPECT_EQ((c * shape.rows + 64 * wg) * 128 % 1024, 0);
+      for (int warp = 0; warp < 4; ++warp)
+        for (int j = 0; j < shape.dv / 8; j += 2)
+          for (int matrix = 0; matrix < 4; ++matrix) {
+            std::set<std::uint32_t> bank_groups;
+            for (int lane = 8 * matrix; lane < 8 * matrix + 8; ++lane) {
+              const std::uint32_t at = o_staging_offset(Swizzle::b128, shape.rows, wg, warp, lane, j);
+              EXPECT_EQ(at % 16, 0u);
+              EXPECT_LT(at, static_cast<std::uint32_t>(shape.rows * shape.dv * 2));
+              EXPECT_TRUE(chunks.insert(at).second) << "chunk written twice at " << at;
+              bank_groups.insert((at / 16) % 8);
+            }
+            EXPECT_EQ(bank_groups.size(), 8u) << "wg " << wg << " warp " << warp << " j " << j << " matrix " << matrix;
+          }
+    }
+    EXPECT_EQ(chunks.size(), static_cast<std::size_t>(shape.rows * shape.dv * 2 / 16));
+  }
+}
+
 }  // namespace

@@ -55,6 +55,53 @@ struct Fa3Epilogue {
     }
   }
 
+  // kStoreOTma (FlashAttention-3's epilogue): the warpgroup's 64 rows go to
+  // O's staging tile with stmatrix (in the swizzle TMA reads), then its first
+  // thread stores them with one TMA box per column block; rows past the
+  // sequence fall outside the map and are not written. Before writing the
+  // staging rows, the warpgroup waits until its previous tile's boxes have
+  // been read out of them. `o_row0`: the tile's first row in the map.
+  static __device__ __forceinline__ void store_tma(const Fa3Params& params, std::uint32_t staging,
+                                                   const float (&o)[1][Traits::kOTiles][4], const RowState (&st)[1],
+                                                   float sink_log2, bool has_sink, int wg, int m0,
+                                                   const DeviceSpan& span, int o_row0, int head, int batch,
+                                                   std::int64_t lse_offset, std::int64_t lse_row_stride,
+                                                   bool poison) {
+    const AttnParams& p = params.a;
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+    // stmatrix's register i: row g (i even) or g + 8 (i odd), columns 2t, 2t + 1 of
+    // 8-column tile j (i < 2) or j + 1: the accumulator's o[j][0..1], o[j][2..3], ...
+    const bool leader = (threadIdx.x & 127) == 0;
+    float inv_l[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      RowTotal total = finish_row(st[0].m[r], st[0].l[r], has_sink, sink_log2);
+      if (poison) total.inv_l = total.lse = NAN;
+      inv_l[r] = total.inv_l;
+      const int row = m0 + 64 * wg + 16 * warp + g + 8 * r;
+      if (p.lse != nullptr && t == 0 && row < span.q_len) p.lse[lse_offset + row * lse_row_stride] = total.lse;
+    }
+    if (leader) tma_store_wait_read();
+    named_barrier_sync(Traits::kEpilogueBarrier0 + wg, 128);
+#pragma unroll
+    for (int j = 0; j < Traits::kOTiles; j += 2)
+      stmatrix_x4(staging + o_staging_offset(Traits::kSwizzle, Traits::kBlockM, wg, warp, lane, j),
+                  pack2<T>(o[0][j][0] * inv_l[0], o[0][j][1] * inv_l[0]),
+                  pack2<T>(o[0][j][2] * inv_l[1], o[0][j][3] * inv_l[1]),
+                  pack2<T>(o[0][j + 1][0] * inv_l[0], o[0][j + 1][1] * inv_l[0]),
+                  pack2<T>(o[0][j + 1][2] * inv_l[1], o[0][j + 1][3] * inv_l[1]));
+    fence_proxy_async();  // the rows, visible to the TMA unit
+    named_barrier_sync(Traits::kEpilogueBarrier0 + wg, 128);
+    if (leader) {
+#pragma unroll
+      for (int c = 0; c < Traits::kVBlocks; ++c)
+        tma_store_4d(&params.tma_o,
+                     staging + static_cast<std::uint32_t>((c * Traits::kBlockM + 64 * wg) * Traits::kSwizzleBytes),
+                     c * Traits::kBlockCols, o_row0 + m0 + 64 * wg, head, batch);
+      tma_store_commit();
+    }
+  }
+
   // Thread t of a quad holds word i of column blocks 4k .. 4k + 3 of its row
   // (columns 8 (4k + i) + 2t, + 1); returns the four words of column block
   // 4k + t, in column order. Two butterfly rounds, each swapping half of the

@@ -166,6 +166,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
       const std::int64_t lse_offset = packed ? t.tile.head * p.lse_strides[0] + t.span.q_offset * p.lse_strides[1]
                                              : t.tile.batch * p.lse_strides[0] + t.tile.head * p.lse_strides[1];
       const std::int64_t lse_row_stride = packed ? p.lse_strides[1] : p.lse_strides[2];
+      if constexpr (Traits::kStoreOTma && !kRaster)
+        if (params.store_o_tma) {
+          Fa3Epilogue<Traits>::store_tma(params, sm.o(), o, st, sink_log2, has_sink, wg, t.m0, t.span, t.at.q_row0,
+                                         t.tile.head, t.at.batch, lse_offset, lse_row_stride, poison);
+          return;
+        }
       Fa3Epilogue<Traits>::template store<kRaster>(p, o, st, sink_log2, has_sink, wg, t.m0, t.span,
                                  static_cast<T*>(p.out) + o_rows.offset, o_rows.row_stride, lse_offset,
                                  lse_row_stride, poison, &params.raster_div);
@@ -176,6 +182,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) fa3_forward_kernel(const 
     for (long long linear = dynamic ? sm.take_tile(taken++) : blockIdx.x; linear >= 0 && linear < tiles;
          linear = dynamic ? sm.take_tile(taken++) : linear + gridDim.x)
       if (fa3_tile<Traits>(params, linear, t)) compute(t);  // dynamic: always, only tiles with rows are published
+    // O's last boxes must have left shared memory before the CTA ends.
+    if constexpr (Traits::kStoreOTma)
+      if ((threadIdx.x & 127) == 0) tma_store_wait_all();
     if constexpr (Traits::kSkipSoftmax)
       if (p.skip_counts != nullptr) {  // one atomic pair per warp
         unsigned long long decided = skip.decided, skipped = skip.skipped;

@@ -207,6 +207,13 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
                                             a.head_dim_v, Traits::kBlockN)) != cudaSuccess) {
     return err;
   }
+  // O through shared memory and TMA where the output allows a map (16-byte
+  // aligned base and strides); packed sequences (THD) keep the threads'
+  // stores, which never write past a sequence's rows.
+  if constexpr (Traits::kStoreOTma && !kRaster)
+    if (a.layout != Layout::thd && a.out_strides[3] == 1)
+      params.store_o_tma = encode_rows_map<Traits>(params.tma_o, a.out, a.out_strides, a.layout, a.rows_q, a.heads_q,
+                                                   a.batch, a.head_dim_v, 64) == cudaSuccess;
   // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a
   // persistent grid is one CTA per SM, otherwise one CTA per tile (as many as
   // a 1-D grid holds; the walk covers the rest). Uniform tiles (no causal or

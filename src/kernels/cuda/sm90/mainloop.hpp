@@ -32,6 +32,10 @@ struct Fa3Smem {
   __device__ __forceinline__ std::uint32_t v(int stage) const {
     return base + static_cast<std::uint32_t>(Traits::kQBytes + Traits::kStages * Traits::kKBytes + stage * Traits::kVBytes);
   }
+  // kStoreOTma: O's staging tile, kBlockM rows in V's column blocks.
+  __device__ __forceinline__ std::uint32_t o() const {
+    return base + static_cast<std::uint32_t>(Traits::kQBytes + Traits::kStages * (Traits::kKBytes + Traits::kVBytes));
+  }
   __device__ __forceinline__ std::uint32_t bar(int i) const {
     return base + static_cast<std::uint32_t>(Traits::kBarrierOffset + 8 * i);
   }

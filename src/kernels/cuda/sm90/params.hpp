@@ -29,6 +29,11 @@ struct Fa3Params {
   CUtensorMap raster_q, raster_k, raster_v;
   RasterFold fold_q, fold_k, fold_v;
   RasterDivisors raster_div;  // a.raster's, for the rows -> (t, y, x) of boxes and of the epilogue
+  // Traits::kStoreOTma: a 4-D map of out (head dim, rows, heads, batch) in
+  // boxes of one warpgroup's 64 rows, and whether this call stores O through
+  // it (BSHD / BHSD whose out TMA can address; 0: each thread stores its rows).
+  CUtensorMap tma_o;
+  int store_o_tma = 0;
 };
 
 }  // namespace attnkit::cuda::sm90

@@ -89,6 +89,38 @@ __device__ __forceinline__ void tma_load_5d(std::uint32_t smem, const CUtensorMa
       : "memory");
 }
 
+// One box of a 4-D tensor map from shared memory at `smem` to global memory,
+// in this thread's current bulk group. Rows past the tensor's extent are not
+// written. The shared memory may be rewritten once tma_store_wait_read()
+// returns in the issuing thread.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, std::uint32_t smem, int c0, int c1, int c2,
+                                             int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(smem), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until this thread's committed stores have read their shared memory.
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// Until this thread's committed stores are complete (before the CTA exits).
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// ---- stmatrix
+
+// Four 8 x 8 matrices of 16-bit elements from the warp's registers to shared
+// memory: register i of lane l holds row l / 4, columns 2 (l % 4) and + 1 of
+// matrix i (the mma accumulator layout, packed); lane l gives the address of
+// row l % 8 of matrix l / 8.
+__device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                            std::uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // ---- wgmma
 
 // Descriptors: smem_layout.hpp (host-callable, CPU-tested).

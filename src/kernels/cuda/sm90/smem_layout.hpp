@@ -78,4 +78,16 @@ AK_HOST_DEVICE constexpr std::uint64_t mnmajor_desc(std::uint32_t tile, Swizzle 
   return make_desc(tile + mnmajor_step_bytes(s, kk), static_cast<std::uint32_t>(rows * sw), 8 * sw, s);
 }
 
+// O's staging tile (kStoreOTma, epilogue.hpp), written with stmatrix .x4 from
+// the wgmma accumulators of one warp: the warp's 16 rows (16 * warp of its
+// warpgroup's 64, from row 64 * wg) and the 8-column tiles j, j + 1 of O.
+// Lane l gives row l % 8 of matrix l / 8; matrices 0 / 1 are rows 0-7 / 8-15
+// of tile j, 2 / 3 the same rows of tile j + 1. Returns the byte offset of
+// that 16-byte row in a tile of `rows` rows.
+AK_HOST_DEVICE constexpr std::uint32_t o_staging_offset(Swizzle s, int rows, int wg, int warp, int lane, int j) {
+  const int matrix = lane >> 3;
+  const int row = 64 * wg + 16 * warp + (lane & 7) + 8 * (matrix & 1);
+  return tile_offset(s, rows, row, 8 * j + 8 * (matrix >> 1));
+}
+
 }  // namespace attnkit::cuda::sm90

@@ -18,7 +18,8 @@ namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
           int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0,
-          bool SkipSoftmax = false, bool DeferRescale = false, bool WaitAfterSoftmax = false>
+          bool SkipSoftmax = false, bool DeferRescale = false, bool WaitAfterSoftmax = false,
+          bool StoreOTma = false>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
   static constexpr int kHeadDimQK = HeadDimQK, kHeadDimV = HeadDimV;
@@ -59,10 +60,18 @@ struct Fa3Traits {
   // the register it holds costs more than it saves (d128 128 x 128: 47 -> 57,
   // d256 spills), so only there.
   static constexpr bool kPinSmemBase = RescaleThreshold > 0 && kPingPong;
+  // The epilogue stages O in shared memory (stmatrix, in the TMA swizzle) and
+  // one thread per warpgroup stores it with TMA (FlashAttention-3's epilogue),
+  // where the call allows it (BSHD / BHSD, an output TMA can address:
+  // Fa3Params::store_o_tma); otherwise, and always without this flag, each
+  // thread stores its rows (epilogue.hpp). A variant only (fa3_variants.def):
+  // not timed yet.
+  static constexpr bool kStoreOTma = StoreOTma;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
   static constexpr int kTurnBarrier0 = 1;
   static constexpr int kVoteBarrier0 = kTurnBarrier0 + kConsumers;
+  static constexpr int kEpilogueBarrier0 = kVoteBarrier0 + kConsumers;  // kStoreOTma: a warpgroup's O staging
 
   static constexpr Swizzle kSwizzle = (HeadDimQK % 64 == 0 && HeadDimV % 64 == 0) ? Swizzle::b128 : Swizzle::b64;
   static constexpr int kSwizzleBytes = swizzle_bytes(kSwizzle);
@@ -77,12 +86,13 @@ struct Fa3Traits {
   static constexpr std::size_t kQBytes = std::size_t(kQkBlocks) * kBlockM * kSwizzleBytes;
   static constexpr std::size_t kKBytes = std::size_t(kQkBlocks) * kBlockN * kSwizzleBytes;
   static constexpr std::size_t kVBytes = std::size_t(kVBlocks) * kBlockN * kSwizzleBytes;
-  // Q | K[kStages] | V[kStages] | barriers: q_full, q_empty, k_full, k_empty, v_full, v_empty |
+  static constexpr std::size_t kOBytes = StoreOTma ? std::size_t(kVBlocks) * kBlockM * kSwizzleBytes : 0;
+  // Q | K[kStages] | V[kStages] | O (kStoreOTma) | barriers: q_full, q_empty, k_full, k_empty, v_full, v_empty |
   // the key tile in each stage (block-sparse: the producer's list entry, for the consumers) |
   // the dynamic scheduler's two output-tile slots: tile_full[2], tile_empty[2], tile_word[2] |
   // paged caches: page_fault[2], one per Q-buffer turn (mainloop.hpp).
   static constexpr int kTileSlots = 2;
-  static constexpr std::size_t kBarrierOffset = kQBytes + kStages * (kKBytes + kVBytes);
+  static constexpr std::size_t kBarrierOffset = kQBytes + kStages * (kKBytes + kVBytes) + kOBytes;
   static constexpr std::size_t kBarrierBytes = 8 * (2 + 5 * kStages + 3 * kTileSlots + 2);
   static constexpr std::size_t kAlign = 1024;  // swizzle atoms sit on 1024-byte boundaries
   static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarrierBytes + kAlign;  // + the base's alignment slack
@@ -97,7 +107,9 @@ struct Fa3Traits {
   static_assert(Stages >= 1 && Stages <= 4, "1..4 K/V buffers");
   static_assert(RescaleThreshold >= 0 && RescaleThreshold <= 10,
                 "P = 2^(x - m) may reach 2^threshold: beyond 2^10 fp16 P loses range for the P V sums");
-  static_assert(kVoteBarrier0 + kConsumers <= 16, "16 named barriers per CTA");
+  static_assert(kEpilogueBarrier0 + kConsumers <= 16, "16 named barriers per CTA");
+  static_assert(!StoreOTma || (kOTiles % 2 == 0 && kSwizzle == Swizzle::b128),
+                "O staging: pairs of 8-column tiles per stmatrix, boxes on whole 1024-byte swizzle atoms");
   static_assert(!SkipSoftmax || RescaleThreshold == 0, "skip-softmax compares tiles with the exact running max");
   static_assert(!SkipSoftmax || !DeferRescale, "skip-softmax rescales where it decides a tile's P V");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
