@@ -1,9 +1,11 @@
 #pragma once
 // The fa3 epilogue, per consumer warpgroup: finish each row's softmax
 // (common/online_softmax.hpp: l, the sink term, LSE), normalise O and store
-// it from the accumulators, only rows inside the sequence. No shared-memory
-// staging (Q's buffer is already loading the next tile, and d256 / the wide
-// key tiles leave no room): the four threads of a row transpose their words
+// it from the accumulators, only rows inside the sequence. The shipped
+// instances stage nothing in shared memory (Q's buffer is already loading the
+// next tile, and d256 leaves no room; store_tma below, behind kStoreOTma, has
+// a buffer of its own and is a variant only, not timed yet): the four
+// threads of a row transpose their words
 // with shuffles so that each stores whole 16-byte column blocks. Stored as
 // the accumulator layout gives them (4 bytes a thread, 32 stores), the
 // stores filled the load/store queue: at d128 causal s1k the warps waited
