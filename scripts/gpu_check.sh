@@ -39,6 +39,8 @@
 #     GPU_CHECK_PROFILE_CAUSAL=1: the causal launch of the grid point instead of the full one)
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096; GPU_CHECK_PROFILE_VARIANT=<name>:
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
+#   GPU_CHECK_PEER_KERNELS=128:512:32:16:causal,... # the kernels torch cuDNN, FA3 and attnkit fa3 launch for these
+#                                                  # d:seqlen:batch:heads:mask calls (cudnn_kernels.py --impls)
 #   GPU_CHECK_PROFILE_SPARSE=sta_wan ...           # ncu of bench_sparse.py cases (--no-flex): per case its first two fa3
 #                                                  # launches, attnkit's block-sparse kernel and its dense fa3 at the same shape
 #                                                  # (density: its 10% case; GPU_CHECK_PROFILE_SPARSE_LAUNCHES overrides)
@@ -101,7 +103,8 @@ if ! skip build; then
     > "$LOGS/sass_key_loop.txt" 2>&1 || echo "sass_key_loop.py failed (logs.tgz: sass_key_loop.txt)"
   # The Python module is optional here: the image's Python may lack headers
   # (and the python and bench steps are its only users).
-  if ! { skip python && skip bench && skip cudnn && [[ "${GPU_CHECK_SPARSE:-0}" != 1 && "${GPU_CHECK_SKIP_SOFTMAX:-0}" != 1 ]]; }; then
+  if ! { skip python && skip bench && skip cudnn && [[ "${GPU_CHECK_SPARSE:-0}" != 1 && "${GPU_CHECK_SKIP_SOFTMAX:-0}" != 1 \
+         && -z "${GPU_CHECK_PEER_KERNELS:-}" ]]; }; then
     cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
       && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
   fi
@@ -413,6 +416,17 @@ if ! skip variants; then
   "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only $GPU_CHECK_VARIANTS} --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
+fi
+
+# Which kernels PyTorch's cuDNN, FlashAttention-3 and attnkit's fa3 launch for
+# the same calls (grid, block, shared memory, registers, median us).
+if [[ -n "${GPU_CHECK_PEER_KERNELS:-}" ]]; then
+  step "kernels per implementation (bench/gpu/cudnn_kernels.py), $GPU_CHECK_PEER_KERNELS"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \
+    > "$LOGS/peers_install.log" 2>&1 || echo "fa3-fwd did not install (peers_install.log)"
+  PYTHONPATH="$BUILD/python:/tmp/akpeers" timeout 180 python3 "$ROOT/bench/gpu/cudnn_kernels.py" \
+    --impls torch_cudnn,fa3_fwd,attnkit_fa3 --shapes "$GPU_CHECK_PEER_KERNELS" > "$LOGS/peer_kernels.log" 2>&1 || status=1
+  grep -vi warn "$LOGS/peer_kernels.log" | cut -c1-260
 fi
 
 if [[ -n "${GPU_CHECK_AB:-}" ]]; then
