@@ -61,6 +61,11 @@ trap 'tar -C "$LOGS" -czf "$OUT/logs.tgz" . 2>/dev/null' EXIT
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 skip() { [[ ",$SKIP," == *",$1,"* ]]; }
+# FlashAttention-3's forward (the carried fa3-fwd wheel) into /tmp/akpeers, for PYTHONPATH.
+install_fa3_fwd() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \
+    > "$LOGS/peers_install.log" 2>&1
+}
 
 step "environment"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$LOGS/env.txt"
@@ -374,8 +379,7 @@ if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
   # fa2 is profiled against PyTorch's FLASH, fa3 against FlashAttention-3's hopper kernel (the fa3-fwd wheel).
   if [[ "$pb" == fa3 ]]; then
     peer=fa3_fwd peer_kernel='regex:FlashAttn|flash_fwd|device_kernel' peer_flags=(--fa3 --backends "")
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \
-      > "$LOGS/peers_install.log" 2>&1
+    install_fa3_fwd
   else
     peer=flash peer_kernel=regex:flash_fwd peer_flags=(--backends flash)
   fi
@@ -422,8 +426,7 @@ fi
 # the same calls (grid, block, shared memory, registers, median us).
 if [[ -n "${GPU_CHECK_PEER_KERNELS:-}" ]]; then
   step "kernels per implementation (bench/gpu/cudnn_kernels.py), $GPU_CHECK_PEER_KERNELS"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \
-    > "$LOGS/peers_install.log" 2>&1 || echo "fa3-fwd did not install (peers_install.log)"
+  install_fa3_fwd || echo "fa3-fwd did not install (peers_install.log)"
   PYTHONPATH="$BUILD/python:/tmp/akpeers" timeout 180 python3 "$ROOT/bench/gpu/cudnn_kernels.py" \
     --impls torch_cudnn,fa3_fwd,attnkit_fa3 --shapes "$GPU_CHECK_PEER_KERNELS" > "$LOGS/peer_kernels.log" 2>&1 || status=1
   grep -vi warn "$LOGS/peer_kernels.log" | cut -c1-260
@@ -515,8 +518,7 @@ if ! skip bench; then
   peer_args=(--video)
   ls "$BUILD"/python/attnkit/_attnkit*.so >/dev/null 2>&1 && peer_args+=(--attnkit --attnkit-backend "$backends")
   if ls "$ROOT"/.whl/fa3_fwd-*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/akpeers "$ROOT"/.whl/fa3_fwd-*.whl \
-      > "$LOGS/peers_install.log" 2>&1 && peer_args+=(--fa3) || echo "fa3-fwd did not install (peers_install.log)"
+    install_fa3_fwd && peer_args+=(--fa3) || echo "fa3-fwd did not install (peers_install.log)"
   fi
   # shellcheck disable=SC2086  # GPU_CHECK_TORCH_ARGS is a list of flags
   PYTHONUNBUFFERED=1 PYTHONPATH="$BUILD/python:/tmp/akpeers" timeout 420 python3 "$ROOT/bench/gpu/bench_torch_sdpa.py" \
