@@ -85,16 +85,19 @@ def main():
             impls["fa3_fwd"] = lambda: flash_attn_func(q, k, v, causal=causal)
         except ImportError:
             pass
-        chosen = [n for n in args.impls.split(",") if n in impls]
-        missing = [n for n in args.impls.split(",") if n not in impls]
+        asked = args.impls.split(",")
+        chosen = [n for n in asked if n in impls]
+        missing = [n for n in asked if n not in impls]
         if missing:
             print(f"  not available here: {', '.join(missing)}")
         if not chosen:
             continue
-        ref = impls[chosen[0]]().float()
-        diffs = ", ".join(f"{n} {((impls[n]().float() - ref).norm() / ref.norm()).item():.2e}" for n in chosen[1:])
+        outs = {n: impls[n]() for n in chosen}
+        ref = outs[chosen[0]].float()
+        diffs = ", ".join(f"{n} {((outs[n].float() - ref).norm() / ref.norm()).item():.2e}" for n in chosen[1:])
         print(f"== d{d} s{s} b{b} h{h} {mask}: rel_l2 against {chosen[0]}: {diffs or '-'}; output strides "
-              + ", ".join(f"{n} {impls[n]().stride()}" for n in chosen))
+              + ", ".join(f"{n} {outs[n].stride()}" for n in chosen))
+        del outs
         # Twice each, alternated: a difference that follows the order is the clock, not the kernel.
         for name in chosen * 2:
             fn = impls[name]
