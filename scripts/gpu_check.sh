@@ -14,7 +14,8 @@
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,cudnn,dist,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
-#   GPU_CHECK_VARIANTS=f3_ ...                     # only the variants whose name starts with this
+#   GPU_CHECK_VARIANTS='f3_d128|f3_d64_m192_n128$'  # only the variants whose name matches this regex from its
+#                                                  # start (the build compiles only those)
 #   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
 #   GPU_CHECK_SANITIZE_ALL=1 ...                   # also the whole GPU parity suite under memcheck / racecheck / synccheck
 #     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, and GPU_CHECK_SANITIZE_BINS="parity cuda_kernels
@@ -94,10 +95,16 @@ if ! skip build; then
   [[ "$archs" =~ ^[0-9]+$ ]] || archs=90
   step "configure + build (-j$JOBS, sm_$archs)"
   variants=OFF; { skip variants && [[ -z "${GPU_CHECK_PROFILE_VARIANT:-}" ]]; } || variants=ON
-  targets=(test_parity test_cuda_kernels test_sparse_gpu attnkit_cli)
+  # Compile only the variants this call runs (empty: all of them).
+  variants_only="${GPU_CHECK_VARIANTS:-}"
+  skip variants && [[ -n "${GPU_CHECK_PROFILE_VARIANT:-}" ]] && variants_only="${GPU_CHECK_PROFILE_VARIANT}\$"
+  # The test binaries only for the steps that run them (a timing-only call skips their compile).
+  targets=(attnkit_cli)
+  { skip parity && skip sanitizer && [[ "${GPU_CHECK_SANITIZE_ALL:-0}" != 1 ]]; } \
+    || targets+=(test_parity test_cuda_kernels test_sparse_gpu)
   { skip variants && skip bench && [[ "${GPU_CHECK_PROFILE:-0}" != 1 && -z "${GPU_CHECK_AB:-}" ]]; } || targets+=(bench_fa2)
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
-    -DATTNKIT_BENCH_FA2_VARIANTS=$variants \
+    -DATTNKIT_BENCH_FA2_VARIANTS=$variants -DATTNKIT_BENCH_VARIANTS_ONLY="$variants_only" \
     "${CMAKE_EXTRA[@]}" > "$LOGS/configure.log" 2>&1 || { tail -30 "$LOGS/configure.log"; exit 1; }
   cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" > "$LOGS/build.log" 2>&1 \
     || { grep -E "error|Error" "$LOGS/build.log" | head -40; exit 1; }
@@ -417,7 +424,7 @@ fi
 if ! skip variants; then
   vseq="${GPU_CHECK_VARIANT_SEQLENS:-1024,4096,16384}"
   step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s$vseq"
-  "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only $GPU_CHECK_VARIANTS} --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
+  "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only "$GPU_CHECK_VARIANTS"} --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
 fi

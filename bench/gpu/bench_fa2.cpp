@@ -6,7 +6,7 @@
 //
 //   bench_fa2 [--backend fa2|cudnn|...] [--dims 64,128,256] [--seqlens 512,...,16384]
 //             [--masks full,causal] [--iters 30] [--warmup 5] [--json out.json]
-//   bench_fa2 --variants [--only f3_] [--seqlens 4096,16384] [--json variants.json]
+//   bench_fa2 --variants [--only 'f3_d128|f3_d64_m192_n128$'] [--seqlens 4096,16384] [--json variants.json]
 //             times the tile-shape variants of fa2_variants.def (direct launches)
 #include <cuda_runtime.h>
 
@@ -17,6 +17,7 @@
 #include <fstream>
 #include <optional>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -59,7 +60,7 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string backend_name = "fa2", json_path, only;  // only: variants whose name starts with it
+  std::string backend_name = "fa2", json_path, only;  // only: a regex matched from the start of a variant's name
   std::vector<int> dims = {64, 128, 256};
   std::vector<int> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
   int iters = 30, warmup = 5;
@@ -203,8 +204,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--variants: configure with -DATTNKIT_BENCH_FA2_VARIANTS=ON\n");
     return 2;
 #else
+    const std::regex only_re("^(?:" + only + ")");  // CMake's ATTNKIT_BENCH_VARIANTS_ONLY takes the same regex
     for (const bench::Fa2Variant& var : bench::fa2_variants()) {
-      if (!only.empty() && var.name.rfind(only, 0) != 0) continue;
+      if (!only.empty() && !std::regex_search(var.name, only_re)) continue;
       if (var.configure() != 0) {
         std::fprintf(stderr, "variant %s: cudaFuncSetAttribute failed\n", var.name.c_str());
         continue;
