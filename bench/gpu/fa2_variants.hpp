@@ -3,6 +3,7 @@
 // --variants, so one GPU call compares shapes before the instance table
 // (fa2/traits.hpp, sm90/traits.hpp) commits to one per head dim. Each variant
 // is instantiated in its own .cu file.
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,17 @@ std::vector<Fa2Variant> fa2_variants();
   struct NAME##_traits : cuda::sm90::Fa3Traits<__nv_bfloat16, QK, V, BLOCKM, BLOCKN, STAGES, PRODUCER_REGS,   \
                                                CONSUMER_REGS, PINGPONG, PERSISTENT, RESCALE_THRESHOLD, false, \
                                                DEFER_RESCALE, WAIT_AFTER_SOFTMAX, STORE_O_TMA> {};            \
-  int NAME##_configure() { return static_cast<int>(cuda::sm90::fa3_configure<NAME##_traits>()); }            \
+  int NAME##_configure() {                                                                                    \
+    const int err = static_cast<int>(cuda::sm90::fa3_configure<NAME##_traits>());                             \
+    int resident = 0; /* CTAs an SM holds: the tile shape's occupancy, as the driver grants it */             \
+    if (err == 0)                                                                                             \
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                                          \
+          &resident, cuda::sm90::fa3_forward_kernel<NAME##_traits, false, false, false>,                      \
+          NAME##_traits::kThreads, NAME##_traits::kSmemBytes);                                                \
+    std::printf("%s: %d CTA(s) an SM (%zu bytes of shared memory each)\n", #NAME, resident,                  \
+                static_cast<std::size_t>(NAME##_traits::kSmemBytes));                                         \
+    return err;                                                                                               \
+  }                                                                                                           \
   int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                     \
     return static_cast<int>(cuda::sm90::fa3_launch<NAME##_traits>(p, static_cast<cudaStream_t>(s)));         \
   }                                                                                                           \

@@ -152,8 +152,14 @@ inline GridLimits grid_limits() {
 
 template <class Traits, bool kBlockSparse = false, bool kPaged = false, bool kRaster = false>
 cudaError_t fa3_configure() {
-  return cudaFuncSetAttribute(fa3_forward_kernel<Traits, kBlockSparse, kPaged, kRaster>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(Traits::kSmemBytes));
+  const auto kernel = fa3_forward_kernel<Traits, kBlockSparse, kPaged, kRaster>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Traits::kSmemBytes));
+  // Two CTAs an SM need the whole carveout for shared memory: the driver may
+  // otherwise size it for one.
+  if (err == cudaSuccess && Traits::kCtasPerSm > 1)
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  return err;
 }
 
 // Enqueues one forward on `stream`; allocates nothing (graph-capturable).
@@ -215,8 +221,9 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
       params.store_o_tma = encode_rows_map<Traits>(params.tma_o, a.out, a.out_strides, a.layout, a.rows_q, a.heads_q,
                                                    a.batch, a.head_dim_v, 64) == cudaSuccess;
   // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a
-  // persistent grid is one CTA per SM, otherwise one CTA per tile (as many as
-  // a 1-D grid holds; the walk covers the rest). Uniform tiles (no causal or
+  // persistent grid is one CTA per SM (two for 64-row tiles: kCtasPerSm),
+  // otherwise one CTA per tile (as many as a 1-D grid holds; the walk covers
+  // the rest). Uniform tiles (no causal or
   // window mask) walk in order on the persistent grid. Tiles of unequal length
   // took one CTA each, which the hardware hands out as SMs free up: a static
   // walk left SMs idle (d128 causal s16k 449 TFLOP/s in order, 599 dealt by
@@ -241,11 +248,12 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
   // Unequal tiles beyond short rows: a persistent grid that takes tiles from a
   // counter in the caller's workspace, when the plan gave one (tile numbers
   // travel as 32-bit words). Otherwise one CTA per tile.
+  const long long resident = static_cast<long long>(limits.sms) * Traits::kCtasPerSm;  // CTAs the GPU holds at once
   const bool dynamic = Traits::kPersistent && limits.sms > 0 && unequal_tiles && !(short_unequal && !kBlockSparse) &&
-                       a.tile_counter != nullptr && tiles > limits.sms && tiles <= 0x7fffffffLL;
+                       a.tile_counter != nullptr && tiles > resident && tiles <= 0x7fffffffLL;
   const bool persistent =
       Traits::kPersistent && limits.sms > 0 && (uniform_tiles || (short_unequal && !kBlockSparse) || dynamic);
-  long long ctas = persistent ? std::min<long long>(tiles, limits.sms) : tiles;
+  long long ctas = persistent ? std::min<long long>(tiles, resident) : tiles;
   if (dynamic) {
     params.dynamic_tiles = 1;
     if ((err = cudaMemsetAsync(a.tile_counter, 0, sizeof(unsigned int), stream)) != cudaSuccess) return err;

@@ -226,7 +226,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 8][4], const std::uint3
 // ---- warp specialisation
 
 // Moves registers from the producer warpgroup to the consumers (the kernel
-// needs a register cap at entry: __launch_bounds__(threads, 1)).
+// needs a register cap at entry: __launch_bounds__(threads, CTAs per SM)).
 template <int kRegs>
 __device__ __forceinline__ void regs_release() {
 #if defined(AK_SM90_ENABLED)

@@ -26,6 +26,11 @@ struct Fa3Traits {
   static constexpr int kBlockM = BlockM, kBlockN = BlockN, kStages = Stages;
   static constexpr int kConsumers = BlockM / 64;       // consumer warpgroups
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  // One consumer warpgroup has no partner to ping-pong with; two CTAs share
+  // the SM instead, so that one's softmax runs beside the other's GEMMs and
+  // each CTA's tile boundary (Q load, first S, epilogue) falls at its own
+  // time. Each then holds half the SM's registers and shared memory.
+  static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
   static constexpr int kConsumerWarps = 4 * kConsumers;
   static constexpr int kProducerRegs = ProducerRegs, kConsumerRegs = ConsumerRegs;
   // Ping-pong (FlashAttention-3's warpgroup scheduling): the consumer
@@ -113,9 +118,11 @@ struct Fa3Traits {
   static_assert(!SkipSoftmax || RescaleThreshold == 0, "skip-softmax compares tiles with the exact running max");
   static_assert(!SkipSoftmax || !DeferRescale, "skip-softmax rescales where it decides a tile's P V");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
+  static_assert(kCtasPerSm == 1 || kSmemBytes <= 113 * 1024, "two CTAs an SM: at most 113 KB of shared memory each");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
                 "setmaxnreg takes multiples of 8 in 24..256");
-  static_assert(ProducerRegs * 128 + ConsumerRegs * 128 * kConsumers <= 65536, "the register file holds 64K");
+  static_assert((ProducerRegs * 128 + ConsumerRegs * 128 * kConsumers) * kCtasPerSm <= 65536,
+                "the register file holds 64K (shared by kCtasPerSm CTAs)");
   static_assert(kOTiles * 4 + kSTiles * 4 + kSTiles * 2 <= ConsumerRegs - 24,
                 "O + S + P accumulators must fit the consumers' registers");
 };
