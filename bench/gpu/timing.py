@@ -2,13 +2,20 @@
 each call on the GPU, read after the round's synchronize, so timed calls queue
 back to back; wall time on the CPU.
 
-On the GPU every timed call follows an L2 flush (a 256 MB memset, ~0.1 ms,
+On the GPU every timed call follows an L2 flush (a read of 256 MB, ~0.1 ms,
 outside the events), so that each call starts from the same state whatever
 ran before it, and the host's work before a call's first launch overlaps the
 flush instead of landing inside the call's events. Without it, on the H200
 (2026-12-02, d128 / d256 causal s512, ~0.1 ms kernels), the same cuDNN kernel
 took 0.10 ms after some implementations and 0.15-0.21 ms after others, so a
-point's median followed the mix of predecessors its random order dealt it."""
+point's median followed the mix of predecessors its random order dealt it.
+
+The flush reads, and does not write: until 2026-12-07 it was a memset, which
+left the whole L2 (50 MB on the H100, 60 on the H200) dirty, so the timed call
+paid for writing it back to HBM as its first reads evicted it (12-15 us at
+3.35-4.8 TB/s, an estimate: the two flushes have not been timed side by side).
+A read leaves clean lines, which are dropped for free. Grids timed before that
+date carry the write-back."""
 import time
 
 import torch
@@ -20,7 +27,8 @@ _flush_buffers = {}
 def _flush_buffer(device):
     key = str(device)
     if key not in _flush_buffers:
-        _flush_buffers[key] = torch.empty(_FLUSH_BYTES, dtype=torch.uint8, device=device)
+        # Written once here (no read of uninitialised memory); read before every call.
+        _flush_buffers[key] = torch.zeros(_FLUSH_BYTES // 8, dtype=torch.int64, device=device)
     return _flush_buffers[key]
 
 
@@ -37,7 +45,7 @@ class Timer:
     def time(self, fn):
         if self.cuda:
             if self.flush is not None:
-                self.flush.zero_()
+                self.flush.sum()  # reads every line: L2 ends up clean (see above)
             a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             fn()
