@@ -29,6 +29,8 @@
 #     the default, 1 shard, still runs every (tool, binary) at once; shards do not buy time on one GPU: on
 #     2026-12-03, 3 shards of 6 pairs at once, each third of the parity binary's racecheck took ~300 s))
 #   GPU_CHECK_TORCH_ARGS="--flex --backends flash,cudnn,efficient"   # more peers (FlexAttention: +~60 s, a compile per shape)
+#   AK_BENCH_FLUSH=memset ...                      # the Python benchmarks' L2 flush before each call: read (default),
+#                                                  # memset (the flush of grids before 2026-12-07) or none (timing.py)
 #   GPU_CHECK_BACKENDS=fa3,fa2                     # the attnkit backends benchmarked (the first is the table's primary)
 #   .whl/fa3_fwd-*.whl (carried)                   # FlashAttention-3's forward as a peer (pip download fa3-fwd==0.0.3)
 #   GPU_CHECK_AB=ab-baseline.tar ...               # A/B: also build `git archive <rev> -o ab-baseline.tar` (put in the

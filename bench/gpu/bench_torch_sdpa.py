@@ -29,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch.nn.functional as F
 
 from report import UNSTEADY
+import timing
 from timing import Timer
 
 BACKENDS = {
@@ -231,7 +232,7 @@ def main():
     if args.video:  # design §6's video DiT shape: 1 x 24 heads x 32760 tokens x 128, non-causal
         mismatches += measure(1, 24, 32760, 128, False, implementations(args, False), "video")
     info = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", torch=torch.__version__,
-                cudnn=torch.backends.cudnn.version(), cuda=torch.version.cuda, results=rows)
+                cudnn=torch.backends.cudnn.version(), cuda=torch.version.cuda, l2_flush=timing.FLUSH, results=rows)
     with open(args.json, "w") as f:
         json.dump(info, f, indent=1)
     if mismatches:

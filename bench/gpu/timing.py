@@ -15,12 +15,17 @@ left the whole L2 (50 MB on the H100, 60 on the H200) dirty, so the timed call
 paid for writing it back to HBM as its first reads evicted it (12-15 us at
 3.35-4.8 TB/s, an estimate: the two flushes have not been timed side by side).
 A read leaves clean lines, which are dropped for free. Grids timed before that
-date carry the write-back."""
+date carry the write-back. AK_BENCH_FLUSH=memset brings the old flush back (to
+time the two side by side), AK_BENCH_FLUSH=none drops it."""
+import os
 import time
 
 import torch
 
 _FLUSH_BYTES = 256 << 20  # 4x the H200's 60 MB L2
+FLUSH = os.environ.get("AK_BENCH_FLUSH", "read")  # read | memset | none
+if FLUSH not in ("read", "memset", "none"):
+    raise SystemExit(f"AK_BENCH_FLUSH={FLUSH}: read, memset or none")
 _flush_buffers = {}
 
 
@@ -39,13 +44,16 @@ class Timer:
 
     def __init__(self, device, flush_l2=True):
         self.cuda = device.type == "cuda"
-        self.flush = _flush_buffer(device) if self.cuda and flush_l2 else None
+        self.flush = _flush_buffer(device) if self.cuda and flush_l2 and FLUSH != "none" else None
         self.pending = []
 
     def time(self, fn):
         if self.cuda:
             if self.flush is not None:
-                self.flush.sum()  # reads every line: L2 ends up clean (see above)
+                if FLUSH == "read":
+                    self.flush.sum()  # reads every line: L2 ends up clean (see above)
+                else:
+                    self.flush.zero_()
             a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             fn()
