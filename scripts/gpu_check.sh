@@ -426,7 +426,7 @@ fi
 if ! skip variants; then
   vseq="${GPU_CHECK_VARIANT_SEQLENS:-1024,4096,16384}"
   step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s$vseq"
-  "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only "$GPU_CHECK_VARIANTS"} --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
+  timeout 480 "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only "$GPU_CHECK_VARIANTS"} --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
 fi
