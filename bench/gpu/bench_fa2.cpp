@@ -44,7 +44,6 @@ namespace {
     }                                                                                     \
   } while (0)
 
-namespace {
 // Waits for `stream`, or ends the process when it has not finished in
 // `seconds`: a variant whose barriers deadlock must cost its own run, not the
 // device call that times it (exit status 3; the driver frees the GPU).
@@ -65,7 +64,6 @@ void sync_or_exit(cudaStream_t stream, double seconds, const char* what) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
-}  // namespace
 
 std::vector<int> parse_ints(const char* s) {
   std::vector<int> out;
