@@ -230,8 +230,9 @@ int main(int argc, char** argv) {
     const std::regex only_re("^(?:" + only + ")");  // CMake's ATTNKIT_BENCH_VARIANTS_ONLY takes the same regex
     for (const bench::Fa2Variant& var : bench::fa2_variants()) {
       if (!only.empty() && !std::regex_search(var.name, only_re)) continue;
-      if (var.configure() != 0) {
-        std::fprintf(stderr, "variant %s: cudaFuncSetAttribute failed\n", var.name.c_str());
+      if (const int err = var.configure(); err != 0) {  // its attributes, and (fa3) the occupancy query
+        std::fprintf(stderr, "variant %s: configure failed: %s\n", var.name.c_str(),
+                     cudaGetErrorString(static_cast<cudaError_t>(err)));
         continue;
       }
       for (bool causal : masks)

@@ -48,14 +48,15 @@ std::vector<Fa2Variant> fa2_variants();
                                                CONSUMER_REGS, PINGPONG, PERSISTENT, RESCALE_THRESHOLD, false, \
                                                DEFER_RESCALE, WAIT_AFTER_SOFTMAX, STORE_O_TMA> {};            \
   int NAME##_configure() {                                                                                    \
-    const int err = static_cast<int>(cuda::sm90::fa3_configure<NAME##_traits>());                             \
+    int err = static_cast<int>(cuda::sm90::fa3_configure<NAME##_traits>());                                   \
     int resident = 0; /* CTAs an SM holds: the tile shape's occupancy, as the driver grants it */             \
     if (err == 0)                                                                                             \
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                                          \
+      err = static_cast<int>(cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                   \
           &resident, cuda::sm90::fa3_forward_kernel<NAME##_traits, false, false, false>,                      \
-          NAME##_traits::kThreads, NAME##_traits::kSmemBytes);                                                \
-    std::printf("%s: %d CTA(s) an SM (%zu bytes of shared memory each)\n", #NAME, resident,                  \
-                static_cast<std::size_t>(NAME##_traits::kSmemBytes));                                         \
+          NAME##_traits::kThreads, NAME##_traits::kSmemBytes));                                               \
+    if (err == 0)                                                                                             \
+      std::printf("%s: %d CTA(s) an SM (%zu bytes of shared memory each)\n", #NAME, resident,                \
+                  static_cast<std::size_t>(NAME##_traits::kSmemBytes));                                       \
     return err;                                                                                               \
   }                                                                                                           \
   int NAME##_launch(const cuda::AttnParams& p, void* s) {                                                     \
