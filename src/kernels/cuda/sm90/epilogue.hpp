@@ -4,9 +4,9 @@
 // it from the accumulators, only rows inside the sequence. The shipped
 // instances stage nothing in shared memory (Q's buffer is already loading the
 // next tile, and d256 leaves no room; store_tma below, behind kStoreOTma, has
-// a buffer of its own and is a variant only, +0-4% at d128's short rows): the four
-// threads of a row transpose their words
-// with shuffles so that each stores whole 16-byte column blocks. Stored as
+// a buffer of its own and is a variant only, +0-4% at d128's short rows):
+// the four threads of a row transpose their words with shuffles so that each
+// stores whole 16-byte column blocks. Stored as
 // the accumulator layout gives them (4 bytes a thread, 32 stores), the
 // stores filled the load/store queue: at d128 causal s1k the warps waited
 // on them for about 1.6 us an output tile more than FlashAttention-3's

@@ -62,7 +62,8 @@ __device__ __forceinline__ bool fa3_tile(const Fa3Params& params, long long walk
 // producer reads tile-order blocks as boxes of the raster maps, the epilogue
 // writes each row at its raster position; nothing else changes.
 template <class Traits, bool kBlockSparse, bool kPaged = false, bool kRaster = false>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kCtasPerSm) fa3_forward_kernel(const __grid_constant__ Fa3Params params) {
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kCtasPerSm)
+    fa3_forward_kernel(const __grid_constant__ Fa3Params params) {
 #if defined(AK_SM90_ENABLED)
   using T = typename Traits::T;
   const AttnParams& p = params.a;

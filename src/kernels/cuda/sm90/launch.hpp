@@ -223,13 +223,13 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
   // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a
   // persistent grid is one CTA per SM (two for 64-row tiles: kCtasPerSm),
   // otherwise one CTA per tile (as many as a 1-D grid holds; the walk covers
-  // the rest). Uniform tiles (no causal or
-  // window mask) walk in order on the persistent grid. Tiles of unequal length
-  // took one CTA each, which the hardware hands out as SMs free up: a static
-  // walk left SMs idle (d128 causal s16k 449 TFLOP/s in order, 599 dealt by
-  // cost, 680 one CTA per tile; d256 495 / 798), except for short
-  // sequences at head dims up to 128, where the cost-ordered walk won
-  // (d128 causal s1k 376 vs 351, d64 253 vs 232; docs/perf/gpu-fa3.md).
+  // the rest). Uniform tiles (no causal or window mask) walk in order on the
+  // persistent grid. Tiles of unequal length took one CTA each, which the
+  // hardware hands out as SMs free up: a static walk left SMs idle (d128
+  // causal s16k 449 TFLOP/s in order, 599 dealt by cost, 680 one CTA per tile;
+  // d256 495 / 798), except for short sequences at head dims up to 128, where
+  // the cost-ordered walk won (d128 causal s1k 376 vs 351, d64 253 vs 232;
+  // docs/perf/gpu-fa3.md).
   // One CTA per tile pays each tile's Q load and epilogue unhidden; the
   // dynamic scheduler keeps the grid persistent and hands out tiles in cost
   // order as CTAs free up.
