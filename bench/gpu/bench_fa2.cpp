@@ -112,6 +112,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::regex only_re;  // --only; CMake's ATTNKIT_BENCH_VARIANTS_ONLY takes the same regex
+  try {
+    only_re = std::regex("^(?:" + only + ")");
+  } catch (const std::regex_error& e) {
+    std::fprintf(stderr, "--only %s: not a regex (%s)\n", only.c_str(), e.what());
+    return 2;
+  }
   const auto platform = detect_cuda_platform();
   if (!platform) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -227,7 +234,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--variants: configure with -DATTNKIT_BENCH_FA2_VARIANTS=ON\n");
     return 2;
 #else
-    const std::regex only_re("^(?:" + only + ")");  // CMake's ATTNKIT_BENCH_VARIANTS_ONLY takes the same regex
     for (const bench::Fa2Variant& var : bench::fa2_variants()) {
       if (!only.empty() && !std::regex_search(var.name, only_re)) continue;
       if (const int err = var.configure(); err != 0) {  // its attributes, and (fa3) the occupancy query
