@@ -16,6 +16,8 @@
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_VARIANTS='f3_d128|f3_d64_m192_n128$'  # only the variants whose name matches this regex from its
 #                                                  # start (the build compiles only those)
+#   GPU_CHECK_VARIANT_TILE_COUNTER=both ...        # fa3 variants' causal points also without the tile counter
+#                                                  # (one CTA per tile; default on, as the backend plans them)
 #   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
 #   GPU_CHECK_SANITIZE_ALL=1 ...                   # also the whole GPU parity suite under memcheck / racecheck / synccheck
 #     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, and GPU_CHECK_SANITIZE_BINS="parity cuda_kernels
@@ -172,6 +174,10 @@ if ! skip sanitizer; then
 'Gpu/CudaKernels.MatchesReference/fa3_dynamic_block_sparse_varlen_12_sequences_f16'
   # fa3's 176-key tiles (fa3wide)
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_wide_keys_varlen_empty_sequences_f16"
+  # d128's O through shared memory and TMA, with CTAs that store more than one tile through the
+  # staging buffer (the persistent walk, the dynamic scheduler)
+  SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_persistent_144_tiles_d128_k1000_bf16:"\
+'Gpu/CudaKernels.MatchesReference/fa3_dynamic_144_tiles_causal_d128_bf16'
   SMALL_GPU="$SMALL_GPU:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_prefill_causal_gqa_lse_bf16:"\
 'GpuPaged/CudaKernels.MatchesReference/fa3_paged256_window_mqa_bf16:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_d256_causal_bf16'
   # device metadata that lies (cu_seqlens, seqlens_k, block tables): clamped, NaN, never out of bounds
@@ -426,7 +432,8 @@ fi
 if ! skip variants; then
   vseq="${GPU_CHECK_VARIANT_SEQLENS:-1024,4096,16384}"
   step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s$vseq"
-  timeout 480 "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only "$GPU_CHECK_VARIANTS"} --seqlens "$vseq" --iters 20 --json "$OUT/bench_variants.json" \
+  timeout 480 "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only "$GPU_CHECK_VARIANTS"} --seqlens "$vseq" --iters 20 \
+    --tile-counter "${GPU_CHECK_VARIANT_TILE_COUNTER:-on}" --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
 fi

@@ -1,16 +1,19 @@
 #pragma once
 // The fa3 epilogue, per consumer warpgroup: finish each row's softmax
 // (common/online_softmax.hpp: l, the sink term, LSE), normalise O and store
-// it from the accumulators, only rows inside the sequence. The shipped
-// instances stage nothing in shared memory (Q's buffer is already loading the
-// next tile, and d256 leaves no room; store_tma below, behind kStoreOTma, has
-// a buffer of its own and is a variant only, +0-4% at d128's short rows):
-// the four threads of a row transpose their words with shuffles so that each
-// stores whole 16-byte column blocks. Stored as
-// the accumulator layout gives them (4 bytes a thread, 32 stores), the
-// stores filled the load/store queue: at d128 causal s1k the warps waited
-// on them for about 1.6 us an output tile more than FlashAttention-3's
-// (ncu stall samples, 2026-12-05).
+// it, only rows inside the sequence. Two ways to store O:
+//  - store_tma (Traits::kStoreOTma; d128's dense 128 x 128 tile, where its
+//    own 32 KB buffer fits): stmatrix into a staging tile in TMA's swizzle,
+//    then one TMA box per column block (FlashAttention-3's epilogue). H100,
+//    2026-12-07, two calls: d128 causal s512 / s1k +2.6-4.3%, full s512 +2.2%,
+//    +-0.5% at longer rows.
+//  - store (everything else, and calls whose output no map can address: THD,
+//    unaligned strides): from the accumulators, the four threads of a row
+//    transposing their words with shuffles so that each stores whole 16-byte
+//    column blocks. Stored as the accumulator layout gives them (4 bytes a
+//    thread, 32 stores), the stores filled the load/store queue: at d128
+//    causal s1k the warps waited on them for about 1.6 us an output tile more
+//    than FlashAttention-3's (ncu stall samples, 2026-12-05).
 #include "kernels/cuda/common/online_softmax.hpp"
 #include "kernels/cuda/sm90/mainloop.hpp"
 
@@ -20,6 +23,20 @@ template <class Traits>
 struct Fa3Epilogue {
   using T = typename Traits::T;
   static_assert(Traits::kOTiles % 4 == 0, "v head dim: a multiple of 32 (a 16-byte column block per quad lane)");
+
+  // Row r's softmax total; NaN (O and LSE) when the tile is poisoned.
+  static __device__ __forceinline__ RowTotal row_total(const RowState (&st)[1], int r, bool has_sink,
+                                                       float sink_log2, bool poison) {
+    RowTotal total = finish_row(st[0].m[r], st[0].l[r], has_sink, sink_log2);
+    if (poison) total.inv_l = total.lse = NAN;
+    return total;
+  }
+  // The quad's first lane writes a stored row's LSE, at output row `at`.
+  static __device__ __forceinline__ void store_lse(const AttnParams& p, std::int64_t lse_offset,
+                                                   std::int64_t lse_row_stride, std::int64_t at, float lse,
+                                                   bool stored) {
+    if (p.lse != nullptr && (threadIdx.x & 3) == 0 && stored) p.lse[lse_offset + at * lse_row_stride] = lse;
+  }
 
   // `wg` is the consumer index (0..kConsumers-1), `m0` the tile's first query
   // row; `poison`: the tile read a page outside the cache, its rows are NaN.
@@ -35,9 +52,8 @@ struct Fa3Epilogue {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      RowTotal total = finish_row(st[0].m[r], st[0].l[r], has_sink, sink_log2);
-      if (poison) total.inv_l = total.lse = NAN;
-      const int row = m0 + 64 * wg + 16 * warp + g + 8 * r;
+      const RowTotal total = row_total(st, r, has_sink, sink_log2, poison);
+      const int row = m0 + 64 * wg + 16 * warp + g + 8 * r;  // the accumulator's rows g, g + 8 of the warp's 16
       const bool stored = row < span.q_len;  // the quad's lanes share the row: all shuffle, or none store
       std::uint32_t row_words[Traits::kOTiles];
 #pragma unroll
@@ -53,7 +69,7 @@ struct Fa3Epilogue {
                                            row_words[4 * k + 3], t);
         if (stored) *reinterpret_cast<uint4*>(dst + 32 * k) = block;
       }
-      if (p.lse != nullptr && t == 0 && stored) p.lse[lse_offset + at * lse_row_stride] = total.lse;
+      store_lse(p, lse_offset, lse_row_stride, at, total.lse, stored);
     }
   }
 
@@ -70,18 +86,17 @@ struct Fa3Epilogue {
                                                    std::int64_t lse_offset, std::int64_t lse_row_stride,
                                                    bool poison) {
     const AttnParams& p = params.a;
-    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2;
     // stmatrix's register i: row g (i even) or g + 8 (i odd), columns 2t, 2t + 1 of
     // 8-column tile j (i < 2) or j + 1: the accumulator's o[j][0..1], o[j][2..3], ...
     const bool leader = (threadIdx.x & 127) == 0;
     float inv_l[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      RowTotal total = finish_row(st[0].m[r], st[0].l[r], has_sink, sink_log2);
-      if (poison) total.inv_l = total.lse = NAN;
+      const RowTotal total = row_total(st, r, has_sink, sink_log2, poison);
       inv_l[r] = total.inv_l;
       const int row = m0 + 64 * wg + 16 * warp + g + 8 * r;
-      if (p.lse != nullptr && t == 0 && row < span.q_len) p.lse[lse_offset + row * lse_row_stride] = total.lse;
+      store_lse(p, lse_offset, lse_row_stride, row, total.lse, row < span.q_len);
     }
     if (leader) tma_store_wait_read();
     named_barrier_sync(Traits::kEpilogueBarrier0 + wg, 128);

@@ -69,9 +69,8 @@ struct Fa3Traits {
   // one thread per warpgroup stores it with TMA (FlashAttention-3's epilogue),
   // where the call allows it (BSHD / BHSD, an output TMA can address:
   // Fa3Params::store_o_tma); otherwise, and always without this flag, each
-  // thread stores its rows (epilogue.hpp). A variant only (fa3_variants.def):
-  // d128 +2.2% full s512, +4.3% causal s1k, +-0.5% elsewhere (H100,
-  // 2026-12-07, one run); not yet through parity and racecheck.
+  // thread stores its rows (epilogue.hpp). Shipped where it measured faster
+  // and its buffer fits (Fa3Config d128).
   static constexpr bool kStoreOTma = StoreOTma;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
@@ -107,7 +106,7 @@ struct Fa3Traits {
   static_assert(HeadDimQK % kBlockCols == 0 && HeadDimV % kBlockCols == 0, "head dims: whole column blocks");
   static_assert(HeadDimQK % 16 == 0 && HeadDimQK >= 32 && HeadDimQK <= 256, "qk head dim: 16-wide k-steps, 32..256");
   static_assert(HeadDimV % 16 == 0 && HeadDimV >= 32 && HeadDimV <= 256, "v head dim: wgmma N, 32..256");
-    static_assert(BlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64-row consumer warpgroups, 1..3");
+  static_assert(BlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3, "64-row consumer warpgroups, 1..3");
   static_assert(BlockN % 16 == 0 && BlockN >= 16 && BlockN <= 256, "kBlockN: wgmma N (16..256) and 16-key P V steps");
   static_assert(BlockN % 8 == 0 && BlockM % 8 == 0, "whole 8-row swizzle atoms");
   static_assert(Stages >= 1 && Stages <= 4, "1..4 K/V buffers");
@@ -140,7 +139,10 @@ struct Fa3Traits {
 // without it in an A/B of 2026-12-06 (H200, 3 rounds), so d64 goes without.
 // The wait for P V(n-1) after softmax(n): dense d128 +0-6% at s512-16k (H100,
 // 2026-12-05); d256 1.00-1.02 (H200, 2026-12-06, with the deferred rescale);
-// d64 -1-5% with the deferred rescale, untimed without it. The block-sparse
+// d64 -1-5% with the deferred rescale, untimed without it. O through shared
+// memory and TMA (kStoreOTma): d128 causal s512 / s1k +2.6-4.3%, full s512
+// +2.2%, +-0.5% at s2k-16k (H100, 2026-12-07, two calls); d64 flat; fa3wide's
+// and d256's tiles leave no room for its buffer. The block-sparse
 // 64- and 192-key d128 tiles below carry it untimed (parity only).
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
@@ -155,7 +157,8 @@ struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; 
 template <class T>
 struct Fa3Config<T, 128, 128> {
   using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/true>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/true,
+                           /*StoreOTma=*/true>;
 };
 template <class T>
 struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
