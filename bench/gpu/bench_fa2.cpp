@@ -7,7 +7,10 @@
 //   bench_fa2 [--backend fa2|cudnn|...] [--dims 64,128,256] [--seqlens 512,...,16384]
 //             [--masks full,causal] [--iters 30] [--warmup 5] [--json out.json]
 //   bench_fa2 --variants [--only 'f3_d128|f3_d64_m192_n128$'] [--seqlens 4096,16384] [--json variants.json]
-//             times the tile-shape variants of fa2_variants.def (direct launches)
+//             [--tile-counter on|off|both]
+//             times the tile-shape variants of fa2_variants.def (direct launches). fa3 variants get a
+//             tile counter, as the fa3 backend's plans do (its dynamic scheduler for masked calls beyond
+//             short rows); off: one CTA per such tile; both: each variant both ways (NAME~percta: off)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   int iters = 30, warmup = 5;
   bool variants = false;
   std::vector<bool> masks = {false, true};  // causal: no, yes (--masks full,causal)
+  std::vector<bool> counters = {true};      // fa3 variants: with the tile counter, without (--tile-counter)
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() { return i + 1 < argc ? argv[++i] : ""; };
     if (!std::strcmp(argv[i], "--backend")) backend_name = next();
@@ -99,6 +103,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(next());
     else if (!std::strcmp(argv[i], "--json")) json_path = next();
     else if (!std::strcmp(argv[i], "--variants")) variants = true;
+    else if (!std::strcmp(argv[i], "--tile-counter")) {
+      const std::string mode = next();
+      counters = mode == "on" ? std::vector<bool>{true} : mode == "off" ? std::vector<bool>{false}
+               : mode == "both" ? std::vector<bool>{true, false} : std::vector<bool>{};
+      if (counters.empty()) {
+        std::fprintf(stderr, "--tile-counter takes on, off or both\n");
+        return 2;
+      }
+    }
     else if (!std::strcmp(argv[i], "--masks")) {
       const std::string list = next();
       masks = list == "full" ? std::vector<bool>{false} : list == "causal" ? std::vector<bool>{true}
@@ -199,7 +212,11 @@ int main(int argc, char** argv) {
   bool variant_mismatch = false;
 #if defined(ATTNKIT_BENCH_FA2_VARIANTS)
   void* out_shipped = nullptr;
-  if (variants) BENCH_CUDA(cudaMalloc(&out_shipped, kElems * 2));
+  unsigned int* tile_counter = nullptr;  // fa3 variants' dynamic scheduler (the launch zeroes it)
+  if (variants) {
+    BENCH_CUDA(cudaMalloc(&out_shipped, kElems * 2));
+    BENCH_CUDA(cudaMalloc(&tile_counter, sizeof(unsigned int)));
+  }
   // The variant's output against the shipped kernel's, problem `p`, input set 0.
   auto compare_to_shipped = [&](const Problem& p, const cuda::AttnParams& variant_params,
                                 const bench::Fa2Variant& var) -> std::optional<ErrorStats> {
@@ -242,33 +259,38 @@ int main(int argc, char** argv) {
         continue;
       }
       for (bool causal : masks)
-        for (int s : seqlens) {
-          const Problem p = grid_problem(var.head_dim, s, causal);
-          std::vector<cuda::AttnParams> params;
-          for (int set = 0; set < kSets; ++set) {
-            AttentionTensors t;
-            t.q = view_for(p, q[set]);
-            t.k = view_for(p, k[set]);
-            t.v = view_for(p, v[set]);
-            t.out = view_for(p, out);
-            params.push_back(cuda::make_attn_params(p, t));
-          }
-          const auto ms = time_runs([&](int set) {
-            const int err = var.launch(params[set], stream);
-            if (err != 0) {
-              std::fprintf(stderr, "variant %s launch failed (%d)\n", var.name.c_str(), err);
-              std::exit(1);
+        for (int s : seqlens)
+          for (bool counter : counters) {
+            const bool applies = var.backend == "fa3" && causal;  // the launches a counter changes
+            if (!counter && !applies && counters.size() > 1) continue;  // the same launch as with it
+            const Problem p = grid_problem(var.head_dim, s, causal);
+            const std::string name = counter || !applies ? var.name : var.name + "~percta";
+            std::vector<cuda::AttnParams> params;
+            for (int set = 0; set < kSets; ++set) {
+              AttentionTensors t;
+              t.q = view_for(p, q[set]);
+              t.k = view_for(p, k[set]);
+              t.v = view_for(p, v[set]);
+              t.out = view_for(p, out);
+              params.push_back(cuda::make_attn_params(p, t));
+              if (var.backend == "fa3" && counter) params.back().tile_counter = tile_counter;
             }
-          });
-          record(var.name, p, ms);
-          // A faster variant is only news if it computes the same thing: compare its
-          // output with the shipped kernel's on the same inputs.
-          const std::optional<ErrorStats> e = compare_to_shipped(p, params[0], var);
-          const bool same = e && e->clean() && e->rel_l2 < rel_l2_bound(DType::bf16);
-          std::printf("%-16s vs shipped %s: %s%s\n", var.name.c_str(), var.backend.c_str(),
-                      e ? describe(*e).c_str() : "could not run both", same ? "" : "  MISMATCH");
-          if (!same) variant_mismatch = true;
-        }
+            const auto ms = time_runs([&](int set) {
+              const int err = var.launch(params[set], stream);
+              if (err != 0) {
+                std::fprintf(stderr, "variant %s launch failed (%d)\n", var.name.c_str(), err);
+                std::exit(1);
+              }
+            });
+            record(name, p, ms);
+            // A faster variant is only news if it computes the same thing: compare its
+            // output with the shipped kernel's on the same inputs.
+            const std::optional<ErrorStats> e = compare_to_shipped(p, params[0], var);
+            const bool same = e && e->clean() && e->rel_l2 < rel_l2_bound(DType::bf16);
+            std::printf("%-16s vs shipped %s: %s%s\n", name.c_str(), var.backend.c_str(),
+                        e ? describe(*e).c_str() : "could not run both", same ? "" : "  MISMATCH");
+            if (!same) variant_mismatch = true;
+          }
     }
     dims.clear();  // the variants replace the backend grid
 #endif
@@ -320,6 +342,7 @@ int main(int argc, char** argv) {
   cudaFree(out);
 #if defined(ATTNKIT_BENCH_FA2_VARIANTS)
   cudaFree(out_shipped);
+  cudaFree(tile_counter);
 #endif
   cudaStreamDestroy(stream);
   return variant_mismatch ? 1 : 0;
