@@ -55,13 +55,23 @@ struct TileSoftmax {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float mx = fmaxf(st[m].m[r], row_max(s, m, r, c));
-        const float m_sub = mx == -INFINITY ? 0.0f : mx;
-        alpha[m][r] = fast_exp2(st[m].m[r] - m_sub);
-        st[m].m[r] = mx;
-        st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
-      }
+      for (int r = 0; r < 2; ++r) step_row(s, st, c, alpha, m, r);
+  }
+  // step() for row r of strip m alone: move_max(), then the exponentials.
+  static __device__ __forceinline__ void step_row(Frag& s, RowState (&st)[kM], float c, float (&alpha)[kM][2], int m,
+                                                  int r) {
+    const float m_sub = move_max(s, st, c, alpha, m, r);
+    st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
+  }
+  // Row r's new running max and alpha; returns the max its exponentials
+  // subtract (0 for a row that has seen only masked keys).
+  static __device__ __forceinline__ float move_max(const Frag& s, RowState (&st)[kM], float c,
+                                                   float (&alpha)[kM][2], int m, int r) {
+    const float mx = fmaxf(st[m].m[r], row_max(s, m, r, c));
+    const float m_sub = mx == -INFINITY ? 0.0f : mx;
+    alpha[m][r] = fast_exp2(st[m].m[r] - m_sub);
+    st[m].m[r] = mx;
+    return m_sub;
   }
 
   // The same update with a lazily moving max (FlashAttention-4's trick, fa2's
@@ -140,6 +150,18 @@ struct TileSoftmaxSkip {
     return kept;
   }
 };
+
+// O *= alpha for row r (0: the quad's row g, 1: g + 8) of every strip.
+template <int kM, int kOTiles>
+__device__ __forceinline__ void rescale_row(float (&o)[kM][kOTiles][4], const float (&alpha)[kM][2], int r) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) {
+      o[m][j][2 * r] *= alpha[m][r];
+      o[m][j][2 * r + 1] *= alpha[m][r];
+    }
+}
 
 // O *= alpha, row by row.
 template <int kM, int kOTiles>

@@ -343,17 +343,24 @@ struct Fa3Consumer {
     if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
   }
 
-  // Scores of tile n -> P(n) and alpha(n): softcap, mask unless interior,
-  // online softmax. Returns whether O needs rescaling by alpha.
-  static __device__ __forceinline__ bool softmax(SFrag& s, RowState (&st)[1], float (&alpha)[1][2],
-                                                 const AttnParams& p, const KeyTiles& tiles, int n, int strip_row0,
-                                                 const DeviceSpan& span) {
+  // Scores of tile n before the softmax: softcap, mask unless interior.
+  // Returns the factor c of the logits in log2 units (c * s).
+  static __device__ __forceinline__ float scores(SFrag& s, const AttnParams& p, const KeyTiles& tiles, int n,
+                                                 int strip_row0, const DeviceSpan& span) {
     const bool capped = p.softcap_log2 > 0.0f;
     if (capped) apply_softcap(s, p);
     const int key0 = n * Traits::kBlockN;
     if (!tiles.interior(key0, Traits::kBlockN))
       apply_mask(s, key0, strip_row0, span.q_len, span.k_len, p.window_left, p.window_right);
-    const float c = capped ? 1.0f : p.scale_log2;
+    return capped ? 1.0f : p.scale_log2;
+  }
+
+  // Scores of tile n -> P(n) and alpha(n): scores(), then the online softmax.
+  // Returns whether O needs rescaling by alpha.
+  static __device__ __forceinline__ bool softmax(SFrag& s, RowState (&st)[1], float (&alpha)[1][2],
+                                                 const AttnParams& p, const KeyTiles& tiles, int n, int strip_row0,
+                                                 const DeviceSpan& span) {
+    const float c = scores(s, p, tiles, n, strip_row0, span);
     if constexpr (Traits::kRescaleThreshold > 0) {
       return Softmax::template step_lazy<Traits::kRescaleThreshold>(s, st, c, alpha);
     } else {
@@ -484,15 +491,32 @@ struct Fa3Consumer {
       fence_registers(s[0]);
       release(sm.k_empty(slot.stage));
       if (it == count - 1) release(sm.q_empty());
-      const bool rescale = softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
-      // P V(n-1) done: O and P(n-1)'s registers are free
-      if constexpr (Traits::kWaitAfterSoftmax) wgmma_wait_all_after(st[0].l[0] + st[0].l[1]);
-      else wgmma_wait<0>();
-      fence_registers(o[0]);
-      release(sm.v_empty(prev.stage));
-      if constexpr (Traits::kDeferRescale) rescale_pending = rescale;
-      else if (rescale) rescale_rows(o, alpha);
-      to_a_fragments(pf, s);
+      if constexpr (Traits::kWaitAfterSoftmax == 2) {
+        // Both rows' max and alpha, row g's exponentials, the wait, then O's rescale
+        // beside row g + 8's exponentials (their multiplies fill the exponential
+        // unit's gaps), and P(n)'s packing.
+        const float c = scores(s, p, wg_tiles, n, strip_row0, span);
+        float m_sub[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) m_sub[r] = Softmax::move_max(s, st, c, alpha, 0, r);
+        st[0].l[0] = st[0].l[0] * alpha[0][0] + Softmax::exponentiate_row(s, 0, 0, c, m_sub[0]);
+        wgmma_wait_all_after(st[0].l[0]);  // P V(n-1) done: O and P(n-1)'s registers are free
+        fence_registers(o[0]);
+        release(sm.v_empty(prev.stage));
+        rescale_rows(o, alpha);
+        st[0].l[1] = st[0].l[1] * alpha[0][1] + Softmax::exponentiate_row(s, 0, 1, c, m_sub[1]);
+        to_a_fragments(pf, s);
+      } else {
+        const bool rescale = softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
+        // P V(n-1) done: O and P(n-1)'s registers are free
+        if constexpr (Traits::kWaitAfterSoftmax == 1) wgmma_wait_all_after(st[0].l[0] + st[0].l[1]);
+        else wgmma_wait<0>();
+        fence_registers(o[0]);
+        release(sm.v_empty(prev.stage));
+        if constexpr (Traits::kDeferRescale) rescale_pending = rescale;
+        else if (rescale) rescale_rows(o, alpha);
+        to_a_fragments(pf, s);
+      }
     };
     for (int it = 1; it < count; ++it) {
       if constexpr (Traits::kSkipSoftmax) {

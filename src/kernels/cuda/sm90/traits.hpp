@@ -18,7 +18,7 @@ namespace attnkit::cuda::sm90 {
 
 template <class T_, int HeadDimQK, int HeadDimV, int BlockM, int BlockN, int Stages, int ProducerRegs = 24,
           int ConsumerRegs = 240, bool PingPong = true, bool Persistent = true, int RescaleThreshold = 0,
-          bool SkipSoftmax = false, bool DeferRescale = false, bool WaitAfterSoftmax = false,
+          bool SkipSoftmax = false, bool DeferRescale = false, int WaitAfterSoftmax = 0,
           bool StoreOTma = false>
 struct Fa3Traits {
   using T = T_;  // __half or __nv_bfloat16
@@ -54,10 +54,18 @@ struct Fa3Traits {
   // tensor cores (FlashAttention-3's order), instead of after softmax(n-1)
   // between turns. Shipped where it measured faster (Fa3Config below).
   static constexpr bool kDeferRescale = DeferRescale;
-  // Wait for P V(n-1) only after softmax(n) has run (primitives.hpp
-  // wgmma_wait_all_after), so that the two overlap: without it ptxas hoists the
-  // wait above every exponential. Shipped where it measured faster (Fa3Config).
-  static constexpr bool kWaitAfterSoftmax = WaitAfterSoftmax;
+  // Where the consumer waits for P V(n-1), which must finish before O is
+  // rescaled and P(n) packed into P V's registers:
+  //  0: where ptxas puts it, above every exponential of softmax(n);
+  //  1: after softmax(n)'s row sums (primitives.hpp wgmma_wait_all_after),
+  //     so that P V(n-1) and the softmax overlap; O's rescale and P's packing
+  //     then run after the last exponential (shipped where it measured faster:
+  //     Fa3Config);
+  //  2: after row g's softmax, before row g + 8's, so that O's rescale and P's
+  //     packing can interleave with row g + 8's exponentials (the placement of
+  //     FlashAttention-3's SASS: its wait after 13 of 66 exponentials). Exact
+  //     running max without the deferred rescale only.
+  static constexpr int kWaitAfterSoftmax = WaitAfterSoftmax;
   // Hide the aligned shared-memory base from ptxas, so that it stays in a
   // register: in the ping-pong lazily rescaled instances (fa3wide, the d128
   // list tiles) ptxas 13.0 otherwise recomputes it from SR_CgaCtaId in every
@@ -117,6 +125,9 @@ struct Fa3Traits {
                 "O staging: pairs of 8-column tiles per stmatrix, boxes on whole 1024-byte swizzle atoms");
   static_assert(!SkipSoftmax || RescaleThreshold == 0, "skip-softmax compares tiles with the exact running max");
   static_assert(!SkipSoftmax || !DeferRescale, "skip-softmax rescales where it decides a tile's P V");
+  static_assert(WaitAfterSoftmax >= 0 && WaitAfterSoftmax <= 2, "kWaitAfterSoftmax: 0, 1 or 2");
+  static_assert(WaitAfterSoftmax != 2 || (RescaleThreshold == 0 && !SkipSoftmax && !DeferRescale),
+                "the wait between rows splits the exact softmax of one warpgroup's rows");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
   static_assert(kCtasPerSm == 1 || kSmemBytes <= 113 * 1024, "two CTAs an SM: at most 113 KB of shared memory each");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
