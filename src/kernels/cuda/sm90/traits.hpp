@@ -148,27 +148,31 @@ struct Fa3Traits {
 // (s16k full +5%), d128 128 x 128 -2-3% (H200, 2026-12-02; the 176-key d128
 // tile gains 2-12% from it, gpu-fa3.md); d64 +1-3% on 2026-12-02 but 0.99-1.03
 // without it in an A/B of 2026-12-06 (H200, 3 rounds), so d64 goes without.
-// The wait for P V(n-1) after softmax(n): dense d128 +0-6% at s512-16k (H100,
-// 2026-12-05); d256 1.00-1.02 (H200, 2026-12-06, with the deferred rescale);
-// d64 -1-5% with the deferred rescale, untimed without it. O through shared
-// memory and TMA (kStoreOTma): d128 causal s512 / s1k +2.6-4.3%, full s512
-// +2.2%, +-0.5% at s2k-16k (H100, 2026-12-07, two calls); d64 flat; fa3wide's
-// and d256's tiles leave no room for its buffer. The block-sparse
-// 64- and 192-key d128 tiles below carry it untimed (parity only).
+// The wait for P V(n-1) after softmax(n) (kWaitAfterSoftmax 1): dense d128
+// +0-6% at s512-16k (H100, 2026-12-05); d256 1.00-1.02 (H200, 2026-12-06,
+// with the deferred rescale); d64 -1-5% with the deferred rescale; the
+// block-sparse 64- and 192-key d128 tiles below carry it untimed (parity
+// only). Between softmax(n)'s two rows (2), FlashAttention-3's placement, on
+// d64 and d128: SASS on 2026-12-07 (O's rescale and P's packing interleaved
+// with row g + 8's exponentials instead of a 113-instruction tail); its
+// timing is in gpu-fa3.md. O through shared memory and TMA (kStoreOTma):
+// d128 causal s512 / s1k +2.6-4.3%, full s512 +2.2%, +-0.5% at s2k-16k
+// (H100, 2026-12-07, two calls); d64 flat; fa3wide's and d256's tiles leave
+// no room for its buffer.
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
 template <class T>
 struct Fa3Config<T, 64, 64> {
   using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2>;
 };
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
 template <class T>
 struct Fa3Config<T, 128, 128> {
   using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/true,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2,
                            /*StoreOTma=*/true>;
 };
 template <class T>
@@ -249,7 +253,7 @@ template <class Tr>
 using Fa3SkipTraits = Fa3Traits<typename Tr::T, Tr::kHeadDimQK, Tr::kHeadDimV, Tr::kBlockM, Tr::kBlockN, Tr::kStages,
                                 Tr::kProducerRegs, Tr::kConsumerRegs, Tr::kPingPong, Tr::kPersistent,
                                 /*RescaleThreshold=*/0, /*SkipSoftmax=*/true, /*DeferRescale=*/false,
-                                Tr::kWaitAfterSoftmax>;
+                                /*WaitAfterSoftmax=*/Tr::kWaitAfterSoftmax == 0 ? 0 : 1>;  // its softmax is one piece
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3SkipConfig {
   using Traits = Fa3SkipTraits<typename Fa3Config<T, HeadDimQK, HeadDimV>::Traits>;
