@@ -19,6 +19,8 @@
 #   GPU_CHECK_VARIANT_TILE_COUNTER=both ...        # fa3 variants' causal points also without the tile counter
 #                                                  # (one CTA per tile; default on, as the backend plans them)
 #   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
+#   GPU_CHECK_SANITIZE_KERNELS_ONLY='Gpu/CudaKernels.MatchesReference/fa3_dynamic_*' ...  # the sanitizer step on
+#                                                  # only these test_cuda_kernels cases (a short call; not for a landing)
 #   GPU_CHECK_SANITIZE_ALL=1 ...                   # also the whole GPU parity suite under memcheck / racecheck / synccheck
 #     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, and GPU_CHECK_SANITIZE_BINS="parity cuda_kernels
 #     sparse_gpu": only these test binaries, to split the whole-suite run over device calls;
@@ -206,7 +208,18 @@ if ! skip sanitizer; then
       --gtest_filter='SkipSoftmaxGpu.*' >> "$log" 2>&1 || b=$?
     echo "$a $b" > "$LOGS/sanitizer_$tool.rc"
   }
-  for tool in memcheck racecheck synccheck; do small_sanitize "$tool" & done
+  # GPU_CHECK_SANITIZE_KERNELS_ONLY=<gtest filter>: only those test_cuda_kernels cases, under the three tools
+  # (a short device call that checks one kernel change; the step's full list is what a landing needs).
+  kernels_only() {
+    local tool=$1 log="$LOGS/sanitizer_$1.log"
+    sanitizer_env "$tool"
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/tests/test_cuda_kernels" \
+      --gtest_filter="$GPU_CHECK_SANITIZE_KERNELS_ONLY" > "$log" 2>&1
+    echo "0 $?" > "$LOGS/sanitizer_$tool.rc"
+  }
+  for tool in memcheck racecheck synccheck; do
+    if [[ -n "${GPU_CHECK_SANITIZE_KERNELS_ONLY:-}" ]]; then kernels_only "$tool" & else small_sanitize "$tool" & fi
+  done
   wait
   for tool in memcheck racecheck synccheck; do
     read -r a b < "$LOGS/sanitizer_$tool.rc" 2>/dev/null || { a=1; b=1; }
