@@ -176,8 +176,8 @@ if ! skip sanitizer; then
 'Gpu/CudaKernels.MatchesReference/fa3_dynamic_block_sparse_varlen_12_sequences_f16'
   # fa3's 176-key tiles (fa3wide)
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_wide_keys_varlen_empty_sequences_f16"
-  # d128's O through shared memory and TMA, with CTAs that store more than one tile through the
-  # staging buffer (the persistent walk, the dynamic scheduler)
+  # d128 on the persistent walk and the dynamic scheduler: CTAs that store several tiles (through one
+  # staging tile once O by TMA, kStoreOTma, ships on d128)
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_persistent_144_tiles_d128_k1000_bf16:"\
 'Gpu/CudaKernels.MatchesReference/fa3_dynamic_144_tiles_causal_d128_bf16'
   SMALL_GPU="$SMALL_GPU:GpuPaged/CudaKernels.MatchesReference/fa3_paged16_prefill_causal_gqa_lse_bf16:"\

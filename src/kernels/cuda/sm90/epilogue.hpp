@@ -2,13 +2,13 @@
 // The fa3 epilogue, per consumer warpgroup: finish each row's softmax
 // (common/online_softmax.hpp: l, the sink term, LSE), normalise O and store
 // it, only rows inside the sequence. Two ways to store O:
-//  - store_tma (Traits::kStoreOTma; d128's dense 128 x 128 tile, where its
-//    own 32 KB buffer fits): stmatrix into a staging tile in TMA's swizzle,
-//    then one TMA box per column block (FlashAttention-3's epilogue). H100,
-//    2026-12-07, two calls: d128 causal s512 / s1k +2.6-4.3%, full s512 +2.2%,
-//    +-0.5% at longer rows.
-//  - store (everything else, and calls whose output no map can address: THD,
-//    unaligned strides): from the accumulators, the four threads of a row
+//  - store_tma (Traits::kStoreOTma, bench variants `_tmao` until a GPU call
+//    runs parity and racecheck on it): stmatrix into a staging tile of its
+//    own in TMA's swizzle, then one TMA box per column block
+//    (FlashAttention-3's epilogue). H100, 2026-12-07, two calls: d128 causal
+//    s512 / s1k +2.6-4.3%, full s512 +2.2%, +-0.5% at longer rows.
+//  - store (every shipped instance, and calls whose output no map can
+//    address: THD, unaligned strides): from the accumulators, the four threads of a row
 //    transposing their words with shuffles so that each stores whole 16-byte
 //    column blocks. Stored as the accumulator layout gives them (4 bytes a
 //    thread, 32 stores), the stores filled the load/store queue: at d128

@@ -77,8 +77,9 @@ struct Fa3Traits {
   // one thread per warpgroup stores it with TMA (FlashAttention-3's epilogue),
   // where the call allows it (BSHD / BHSD, an output TMA can address:
   // Fa3Params::store_o_tma); otherwise, and always without this flag, each
-  // thread stores its rows (epilogue.hpp). Shipped where it measured faster
-  // and its buffer fits (Fa3Config d128).
+  // thread stores its rows (epilogue.hpp). Bench variants only: +2-4% at
+  // d128's short rows in two H100 calls (2026-12-07), not yet through GPU
+  // parity and racecheck (fa3_variants.def, `_tmao`).
   static constexpr bool kStoreOTma = StoreOTma;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
@@ -152,28 +153,28 @@ struct Fa3Traits {
 // +0-6% at s512-16k (H100, 2026-12-05); d256 1.00-1.02 (H200, 2026-12-06,
 // with the deferred rescale); d64 -1-5% with the deferred rescale; the
 // block-sparse 64- and 192-key d128 tiles below carry it untimed (parity
-// only). Between softmax(n)'s two rows (2), FlashAttention-3's placement, on
-// d64 and d128: SASS on 2026-12-07 (O's rescale and P's packing interleaved
-// with row g + 8's exponentials instead of a 113-instruction tail); its
-// timing is in gpu-fa3.md. O through shared memory and TMA (kStoreOTma):
-// d128 causal s512 / s1k +2.6-4.3%, full s512 +2.2%, +-0.5% at s2k-16k
-// (H100, 2026-12-07, two calls); d64 flat; fa3wide's and d256's tiles leave
-// no room for its buffer.
+// only). Between softmax(n)'s two rows (2), FlashAttention-3's placement:
+// bench variants `_wrows` (SASS 2026-12-07: O's rescale and P's packing
+// interleave with row g + 8's exponentials instead of a 113-instruction
+// tail), not timed yet. O through shared memory and TMA (kStoreOTma): d128
+// causal s512 / s1k +2.6-4.3%, full s512 +2.2%, +-0.5% at s2k-16k (H100,
+// 2026-12-07, two calls), bench variants until a GPU call runs parity and
+// racecheck on it; d64 flat; fa3wide's and d256's tiles leave no room for
+// its buffer.
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
 template <class T>
 struct Fa3Config<T, 64, 64> {
   using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false>;
 };
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
 template <class T>
 struct Fa3Config<T, 128, 128> {
   using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2,
-                           /*StoreOTma=*/true>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/1>;
 };
 template <class T>
 struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
