@@ -81,6 +81,18 @@ struct TileSoftmax {
   // for rows that did not). O / l and LSE = ln2 m + ln l stay exact for any m.
   template <int kThreshold>
   static __device__ __forceinline__ bool step_lazy(Frag& s, RowState (&st)[kM], float c, float (&alpha)[kM][2]) {
+    const bool moved = move_max_lazy<kThreshold>(s, st, c, alpha);
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) exponentiate_lazy(s, st, c, alpha, m, r);
+    return __any_sync(0xffffffffu, moved);
+  }
+  // step_lazy's first half: every row's max and alpha; whether some row of
+  // this thread moved.
+  template <int kThreshold>
+  static __device__ __forceinline__ bool move_max_lazy(const Frag& s, RowState (&st)[kM], float c,
+                                                       float (&alpha)[kM][2]) {
     bool moved = false;
 #pragma unroll
     for (int m = 0; m < kM; ++m)
@@ -93,14 +105,13 @@ struct TileSoftmax {
         if (move) st[m].m[r] = tile_max;
         moved |= move;
       }
-#pragma unroll
-    for (int m = 0; m < kM; ++m)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m_sub = st[m].m[r] == -INFINITY ? 0.0f : st[m].m[r];
-        st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
-      }
-    return __any_sync(0xffffffffu, moved);
+    return moved;
+  }
+  // Its second half for row r of strip m: the exponentials against the (lazy) max, and l.
+  static __device__ __forceinline__ void exponentiate_lazy(Frag& s, RowState (&st)[kM], float c,
+                                                           const float (&alpha)[kM][2], int m, int r) {
+    const float m_sub = st[m].m[r] == -INFINITY ? 0.0f : st[m].m[r];
+    st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
   }
 };
 

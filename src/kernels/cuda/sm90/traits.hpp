@@ -61,10 +61,10 @@ struct Fa3Traits {
   //     so that P V(n-1) and the softmax overlap; O's rescale and P's packing
   //     then run after the last exponential (shipped where it measured faster:
   //     Fa3Config);
-  //  2: after row g's softmax, before row g + 8's, so that O's rescale and P's
-  //     packing can interleave with row g + 8's exponentials (the placement of
-  //     FlashAttention-3's SASS: its wait after 13 of 66 exponentials). Exact
-  //     running max without the deferred rescale only.
+  //  2: after row g's exponentials, before row g + 8's, so that O's rescale
+  //     and P's packing can interleave with row g + 8's exponentials (the
+  //     placement of FlashAttention-3's SASS: its wait after 13 of 66
+  //     exponentials). Not with skip-softmax, whose softmax is one piece.
   static constexpr int kWaitAfterSoftmax = WaitAfterSoftmax;
   // Hide the aligned shared-memory base from ptxas, so that it stays in a
   // register: in the ping-pong lazily rescaled instances (fa3wide, the d128
@@ -127,8 +127,7 @@ struct Fa3Traits {
   static_assert(!SkipSoftmax || RescaleThreshold == 0, "skip-softmax compares tiles with the exact running max");
   static_assert(!SkipSoftmax || !DeferRescale, "skip-softmax rescales where it decides a tile's P V");
   static_assert(WaitAfterSoftmax >= 0 && WaitAfterSoftmax <= 2, "kWaitAfterSoftmax: 0, 1 or 2");
-  static_assert(WaitAfterSoftmax != 2 || (RescaleThreshold == 0 && !SkipSoftmax && !DeferRescale),
-                "the wait between rows splits the exact softmax of one warpgroup's rows");
+  static_assert(WaitAfterSoftmax != 2 || !SkipSoftmax, "the wait between rows splits the dense softmax's rows");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds the 227 KB a CTA can have on sm_90");
   static_assert(kCtasPerSm == 1 || kSmemBytes <= 113 * 1024, "two CTAs an SM: at most 113 KB of shared memory each");
   static_assert(ProducerRegs % 8 == 0 && ConsumerRegs % 8 == 0 && ProducerRegs >= 24 && ConsumerRegs <= 256,
