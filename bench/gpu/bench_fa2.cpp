@@ -83,6 +83,22 @@ struct Row {
   double ms_median, ms_min, tflops;
 };
 
+// The value of option `flag` among `choices` (name, the list it stands for);
+// false, with the names it takes, for any other.
+bool pick_bools(const char* flag, const std::string& value,
+                const std::vector<std::pair<std::string, std::vector<bool>>>& choices, std::vector<bool>& out) {
+  std::string names;
+  for (const auto& [name, list] : choices) {
+    if (value == name) {
+      out = list;
+      return true;
+    }
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  std::fprintf(stderr, "%s takes %s\n", flag, names.c_str());
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,22 +120,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--json")) json_path = next();
     else if (!std::strcmp(argv[i], "--variants")) variants = true;
     else if (!std::strcmp(argv[i], "--tile-counter")) {
-      const std::string mode = next();
-      counters = mode == "on" ? std::vector<bool>{true} : mode == "off" ? std::vector<bool>{false}
-               : mode == "both" ? std::vector<bool>{true, false} : std::vector<bool>{};
-      if (counters.empty()) {
-        std::fprintf(stderr, "--tile-counter takes on, off or both\n");
+      if (!pick_bools("--tile-counter", next(), {{"on", {true}}, {"off", {false}}, {"both", {true, false}}}, counters))
         return 2;
-      }
-    }
-    else if (!std::strcmp(argv[i], "--masks")) {
-      const std::string list = next();
-      masks = list == "full" ? std::vector<bool>{false} : list == "causal" ? std::vector<bool>{true}
-            : list == "full,causal" ? std::vector<bool>{false, true} : std::vector<bool>{};
-      if (masks.empty()) {
-        std::fprintf(stderr, "--masks takes full, causal or full,causal\n");
+    } else if (!std::strcmp(argv[i], "--masks")) {
+      if (!pick_bools("--masks", next(), {{"full", {false}}, {"causal", {true}}, {"full,causal", {false, true}}}, masks))
         return 2;
-      }
     } else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
