@@ -85,7 +85,7 @@ struct TileSoftmax {
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) exponentiate_lazy(s, st, c, alpha, m, r);
+      for (int r = 0; r < 2; ++r) exponentiate_at_max(s, st, c, alpha, m, r);
     return __any_sync(0xffffffffu, moved);
   }
   // step_lazy's first half: every row's max and alpha; whether some row of
@@ -107,9 +107,10 @@ struct TileSoftmax {
       }
     return moved;
   }
-  // Its second half for row r of strip m: the exponentials against the (lazy) max, and l.
-  static __device__ __forceinline__ void exponentiate_lazy(Frag& s, RowState (&st)[kM], float c,
-                                                           const float (&alpha)[kM][2], int m, int r) {
+  // Row r's exponentials against its running max st.m (after move_max or
+  // move_max_lazy; 0 subtracted while it is -inf), and l <- l * alpha + rowsum(P).
+  static __device__ __forceinline__ void exponentiate_at_max(Frag& s, RowState (&st)[kM], float c,
+                                                             const float (&alpha)[kM][2], int m, int r) {
     const float m_sub = st[m].m[r] == -INFINITY ? 0.0f : st[m].m[r];
     st[m].l[r] = st[m].l[r] * alpha[m][r] + exponentiate_row(s, m, r, c, m_sub);
   }
@@ -161,18 +162,6 @@ struct TileSoftmaxSkip {
     return kept;
   }
 };
-
-// O *= alpha for row r (0: the quad's row g, 1: g + 8) of every strip.
-template <int kM, int kOTiles>
-__device__ __forceinline__ void rescale_row(float (&o)[kM][kOTiles][4], const float (&alpha)[kM][2], int r) {
-#pragma unroll
-  for (int m = 0; m < kM; ++m)
-#pragma unroll
-    for (int j = 0; j < kOTiles; ++j) {
-      o[m][j][2 * r] *= alpha[m][r];
-      o[m][j][2 * r + 1] *= alpha[m][r];
-    }
-}
 
 // O *= alpha, row by row.
 template <int kM, int kOTiles>

@@ -8,12 +8,13 @@
 //    (FlashAttention-3's epilogue). H100, 2026-12-07, two calls: d128 causal
 //    s512 / s1k +2.6-4.3%, full s512 +2.2%, +-0.5% at longer rows.
 //  - store (every shipped instance, and calls whose output no map can
-//    address: THD, unaligned strides): from the accumulators, the four threads of a row
-//    transposing their words with shuffles so that each stores whole 16-byte
-//    column blocks. Stored as the accumulator layout gives them (4 bytes a
-//    thread, 32 stores), the stores filled the load/store queue: at d128
-//    causal s1k the warps waited on them for about 1.6 us an output tile more
-//    than FlashAttention-3's (ncu stall samples, 2026-12-05).
+//    address: THD, unaligned strides): from the accumulators, the four
+//    threads of a row transposing their words with shuffles so that each
+//    stores whole 16-byte column blocks. Stored as the accumulator layout
+//    gives them (4 bytes a thread, 32 stores), the stores filled the
+//    load/store queue: at d128 causal s1k the warps waited on them for about
+//    1.6 us an output tile more than FlashAttention-3's (ncu stall samples,
+//    2026-12-05).
 #include "kernels/cuda/common/online_softmax.hpp"
 #include "kernels/cuda/sm90/mainloop.hpp"
 

@@ -496,24 +496,20 @@ struct Fa3Consumer {
         // (unless deferred into the next turn) beside row g + 8's exponentials (their
         // multiplies fill the exponential unit's gaps), and P(n)'s packing.
         const float c = scores(s, p, wg_tiles, n, strip_row0, span);
-        constexpr bool kLazy = Traits::kRescaleThreshold > 0;
         bool rescale = true;  // exact: every tile; lazy: when some row of the warp moved
-        [[maybe_unused]] float m_sub[2] = {0.0f, 0.0f};  // exact: what each row subtracts
-        if constexpr (kLazy) {
+        if constexpr (Traits::kRescaleThreshold > 0) {
           rescale = __any_sync(0xffffffffu, Softmax::template move_max_lazy<Traits::kRescaleThreshold>(s, st, c, alpha));
-          Softmax::exponentiate_lazy(s, st, c, alpha, 0, 0);
         } else {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) m_sub[r] = Softmax::move_max(s, st, c, alpha, 0, r);
-          st[0].l[0] = st[0].l[0] * alpha[0][0] + Softmax::exponentiate_row(s, 0, 0, c, m_sub[0]);
+          for (int r = 0; r < 2; ++r) Softmax::move_max(s, st, c, alpha, 0, r);
         }
+        Softmax::exponentiate_at_max(s, st, c, alpha, 0, 0);
         wgmma_wait_all_after(st[0].l[0]);  // P V(n-1) done: O and P(n-1)'s registers are free
         fence_registers(o[0]);
         release(sm.v_empty(prev.stage));
         if constexpr (Traits::kDeferRescale) rescale_pending = rescale;
         else if (rescale) rescale_rows(o, alpha);
-        if constexpr (kLazy) Softmax::exponentiate_lazy(s, st, c, alpha, 0, 1);
-        else st[0].l[1] = st[0].l[1] * alpha[0][1] + Softmax::exponentiate_row(s, 0, 1, c, m_sub[1]);
+        Softmax::exponentiate_at_max(s, st, c, alpha, 0, 1);
         to_a_fragments(pf, s);
       } else {
         const bool rescale = softmax_tile(s, st, alpha, rows, p, wg_tiles, n, wg, strip_row0, span, keep_pv);
