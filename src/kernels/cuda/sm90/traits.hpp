@@ -166,21 +166,22 @@ struct Fa3Config;
 template <class T>
 struct Fa3Config<T, 64, 64> {
   using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2>;
 };
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
 template <class T>
 struct Fa3Config<T, 128, 128> {
   using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/1>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2,
+                           /*StoreOTma=*/true>;
 };
 template <class T>
 struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
 template <class T>
 struct Fa3Config<T, 256, 256> {
   using Traits = Fa3Traits<T, 256, 256, 128, 80, 2, 24, 240, /*PingPong=*/false, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/true>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/2>;
 };
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
@@ -197,7 +198,7 @@ struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 
 template <class T, int BlockN>
 using Fa3LazyD128Traits = Fa3Traits<T, 128, 128, 128, BlockN, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true,
                                     /*Lazy=*/8, /*SkipSoftmax=*/false, /*DeferRescale=*/true,
-                                    /*WaitAfterSoftmax=*/true>;
+                                    /*WaitAfterSoftmax=*/2>;
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3WideKeysConfig;
 template <class T>
