@@ -166,14 +166,14 @@ struct Fa3Config;
 template <class T>
 struct Fa3Config<T, 64, 64> {
   using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2>;
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/false>;
 };
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
 template <class T>
 struct Fa3Config<T, 128, 128> {
-  using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/2,
+  using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/2,
                            /*StoreOTma=*/true>;
 };
 template <class T>
