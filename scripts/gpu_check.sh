@@ -25,7 +25,7 @@
 #     (GPU_CHECK_SANITIZE_TOOLS="memcheck": only these tools, and GPU_CHECK_SANITIZE_BINS="parity cuda_kernels
 #     sparse_gpu": only these test binaries, to split the whole-suite run over device calls;
 #     GPU_CHECK_SANITIZE_KERNELS_FILTER: a gtest filter for test_cuda_kernels (racecheck's default leaves out
-#     cuda_sdpa's copies of the persistent / dynamic / wide-key cases: see whole_suite_shard). Under racecheck on 2026-12-02
+#     cuda_sdpa's copies of the persistent / dynamic / long-key cases: see whole_suite_shard). Under racecheck on 2026-12-02
 #     the parity binary took 156 s, the graph-capture test of the three backends 459 s (now one case per backend,
 #     Backends/CudaBackendsCapture.RunIsGraphCapturable/*), and the 68 fa2 / fa3 / backend tests before the first
 #     long cuda_sdpa case ~130 s; GPU_CHECK_SANITIZE_SHARDS=8: each (tool, binary) as 8 gtest shards, all run at
@@ -164,7 +164,7 @@ if ! skip sanitizer; then
 'AllBackends/Parity.MatchesReference/cuda_sdpa_dqk192_dv128:AllBackends/Parity.MatchesReference/cuda_sdpa_varlen_causal_bf16'
   SMALL="$SMALL:${SMALL//fa2_/fa3_}"  # every fa2 case again on fa3
   SMALL="$SMALL:AllBackends/Parity.MatchesReference/fa3_block_sparse_d128_*:AllBackends/Parity.MatchesReference/fa2_block_sparse_d128_*:AllBackends/Parity.MatchesReference/cuda_sdpa_block_sparse_d128_varlen_bf16"
-  # rows whose max moves mid-row: the lazily rescaled instances (d256, fa3wide, 128- and 192-key lists)
+  # rows whose max moves mid-row: the lazily rescaled instances (d128, d256, 128- and 192-key lists)
   SMALL="$SMALL:AllBackends/Parity.MatchesReference/fa3_rising_logits_*"
   SMALL_GPU='Gpu/CudaKernels.MatchesReference/fa2_window1_bf16:Gpu/CudaKernels.MatchesReference/fa2_lse_empty_rows_sinks_f16:'\
 'Gpu/CudaKernels.MatchesReference/fa2_bhsd_causal_bf16:Gpu/CudaKernels.MatchesReference/fa3_varlen_long_causal_bf16:'\
@@ -174,8 +174,8 @@ if ! skip sanitizer; then
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_dynamic_varlen_30_sequences_causal_bf16:"\
 'Gpu/CudaKernels.MatchesReference/fa3_dynamic_160_tiles_window_d64_f16:'\
 'Gpu/CudaKernels.MatchesReference/fa3_dynamic_block_sparse_varlen_12_sequences_f16'
-  # fa3's 176-key tiles (fa3wide)
-  SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_wide_keys_varlen_empty_sequences_f16"
+  # long d128 key rows, empty sequences (lazy rescaling over many key tiles)
+  SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_long_keys_varlen_empty_sequences_f16"
   # d128 on the persistent walk and the dynamic scheduler: CTAs that store several tiles (through one
   # staging tile once O by TMA, kStoreOTma, ships on d128)
   SMALL_GPU="$SMALL_GPU:Gpu/CudaKernels.MatchesReference/fa3_persistent_144_tiles_d128_k1000_bf16:"\
@@ -252,11 +252,11 @@ if [[ "${GPU_CHECK_SANITIZE_ALL:-0}" == 1 ]]; then
         filter="${GPU_CHECK_SANITIZE_KERNELS_FILTER:-*}"
         # Under racecheck the generic kernel's copies of the many-tile cases are left
         # out: those shapes exist for fa3 / fa2's persistent and dynamic walks and
-        # fa3wide's tiles, while cuda_sdpa runs one CTA per query block, the same loop
+        # long d128 key rows, while cuda_sdpa runs one CTA per query block, the same loop
         # at any size (its paths, paged / listed / varlen / masks, are racechecked in
         # the parity binary); up to 163 s each under racecheck alone (2026-12-02).
         [[ $tool == racecheck && -z "${GPU_CHECK_SANITIZE_KERNELS_FILTER:-}" ]] &&
-          filter='*:-*/cuda_sdpa_persistent_*:*/cuda_sdpa_dynamic_*:*/cuda_sdpa_wide_keys_*' ;;
+          filter='*:-*/cuda_sdpa_persistent_*:*/cuda_sdpa_dynamic_*:*/cuda_sdpa_long_keys_*' ;;
       *) filter='*' ;;
     esac
     sanitizer_env "$tool"

@@ -88,11 +88,11 @@ std::vector<ParityCase> gpu_cases() {
     Problem p = make(1024, 1024, 16, 4, 64, DType::bf16);
     p.batch = 2;
     add("persistent_192_tiles_d64_bf16", p);
-    Problem q = make(900, 1100, 20, 5, 128, DType::f16);  // on fa3's 176-key tiles (1024+ keys, no mask)
+    Problem q = make(900, 1100, 20, 5, 128, DType::f16);  // key rows that end inside a tile, LSE
     q.batch = 2;
     q.return_lse = true;
     add("persistent_320_tiles_d128_f16", q);
-    Problem k = make(1000, 1000, 9, 3, 128, DType::bf16);  // under 1024 keys: fa3's 128-key tiles
+    Problem k = make(1000, 1000, 9, 3, 128, DType::bf16);  // CTAs storing several tiles through one O staging tile
     k.batch = 2;
     add("persistent_144_tiles_d128_k1000_bf16", k);
     Problem r = make(300, 300, 8, 2, 128, DType::bf16);
@@ -162,18 +162,18 @@ std::vector<ParityCase> gpu_cases() {
     add("dynamic_block_sparse_varlen_12_sequences_f16", v, o);
   }
   {
-    // fa3's 176-key tiles (fa3wide: d128, no mask, 1024+ keys; sequences of
-    // other lengths in a varlen call run there too): key rows that end inside
-    // a 176- and a 128-key tile, GQA / MQA, every optional input, more tiles
-    // than CTAs, sequences without queries or keys.
+    // Long d128 key rows on fa3's lazily rescaled 128-key tiles (which the
+    // 176-key fa3wide family ran until 2026-12-07): key rows that end inside a
+    // tile, GQA / MQA, every optional input, more tiles than CTAs, sequences
+    // without queries or keys.
     Problem p = make(300, 1500, 8, 2, 128, DType::bf16);
     p.softcap = 30.0f;
     p.has_sinks = true;
     p.return_lse = true;
-    add("wide_keys_k1500_gqa4_softcap_sinks_lse_bf16", p);
+    add("long_keys_k1500_gqa4_softcap_sinks_lse_bf16", p);
     Problem q = make(600, 1201, 14, 1, 128, DType::bf16);
     q.batch = 2;
-    add("wide_keys_140_tiles_mqa_bf16", q);
+    add("long_keys_140_tiles_mqa_bf16", q);
     Problem r = make(333, 1999, 4, 2, 128, DType::f16);
     r.layout = Layout::thd;
     r.batch = 6;
@@ -181,7 +181,7 @@ std::vector<ParityCase> gpu_cases() {
     ProblemDataOptions o;
     o.q_lens = {200, 0, 1, 333, 57, 90};
     o.k_lens = {1030, 0, 300, 1999, 0, 17};
-    add("wide_keys_varlen_empty_sequences_f16", r, o);
+    add("long_keys_varlen_empty_sequences_f16", r, o);
   }
   return c;
 }
@@ -299,7 +299,7 @@ TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasksAndBlockLists)
                                    {"fa3", listed, true},
                                    {"fa3", listed64, true},
                                    {"fa3", make(512, 512, 2, 2, 128, DType::bf16), false},
-                                   {"fa3", make(2048, 2048, 2, 2, 128, DType::bf16), false},  // fa3wide
+                                   {"fa3", make(2048, 2048, 2, 2, 128, DType::bf16), false},
                                    {"fa2", listed, false},
                                    {"fa2", make(512, 512, 2, 2, 128, DType::bf16, MaskKind::causal), false}}) {
     auto plan = default_registry().find(backend)->plan(p, sm90);
@@ -308,19 +308,11 @@ TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasksAndBlockLists)
   }
 }
 
-// fa3 plans d128 calls without a mask over 1024+ keys, dense, on its 176-key
-// tiles (fa3wide) and every other call on the instance it had; check() judges
-// the instance plan() runs (no device needed: plans for a named platform).
-TEST(CudaBackends, Fa3PlansWideKeyTilesForLongUnmaskedDenseCalls) {
-  int wide_lines = 0;
-  for (const CudaKernelInstance& i : cuda_kernel_instances())
-    if (i.family == "fa3wide") {
-      ++wide_lines;
-      EXPECT_EQ(i.arch, "sm90a");
-      EXPECT_EQ(std::pair(i.head_dim_qk, i.head_dim_v), std::pair(128, 128));
-      EXPECT_EQ(std::pair(i.block_m, i.block_n), std::pair(128, 176));
-    }
-  EXPECT_EQ(wide_lines, 2) << "fa3wide: fp16 and bf16";
+// fa3 plans each call on the instance of the family its inputs need (dense,
+// paged, block-sparse lists by block size) and dense d128 calls on one tile at
+// every length and mask; check() judges the instance plan() runs (no device
+// needed: plans for a named platform).
+TEST(CudaBackends, Fa3PlansEachCallOnItsFamilysInstance) {
 
   const Backend* fa3 = default_registry().find("fa3");
   Platform sm90;
@@ -336,15 +328,15 @@ TEST(CudaBackends, Fa3PlansWideKeyTilesForLongUnmaskedDenseCalls) {
     return i->family + " " + std::to_string(i->block_m) + "x" + std::to_string(i->block_n);
   };
   const Problem full = make(2048, 2048, 4, 4, 128, DType::bf16);
-  EXPECT_EQ(instance(full), "fa3wide 128x176");
-  Problem f16 = make(16, 1024, 8, 2, 128, DType::f16);  // the shortest key rows it takes, GQA, few queries
+  EXPECT_EQ(instance(full), "fa3 128x128");
+  Problem f16 = make(16, 1024, 8, 2, 128, DType::f16);  // GQA, few queries, every optional input
   f16.softcap = 30.0f;
   f16.has_sinks = f16.return_lse = true;
-  EXPECT_EQ(instance(f16), "fa3wide 128x176");
-  Problem varlen = full;  // the longest sequence decides
+  EXPECT_EQ(instance(f16), "fa3 128x128");
+  Problem varlen = full;
   varlen.layout = Layout::thd;
   varlen.batch = 3;
-  EXPECT_EQ(instance(varlen), "fa3wide 128x176");
+  EXPECT_EQ(instance(varlen), "fa3 128x128");
 
   EXPECT_EQ(instance(make(2048, 1023, 4, 4, 128, DType::bf16)), "fa3 128x128");
   EXPECT_EQ(instance(make(512, 512, 4, 4, 128, DType::bf16)), "fa3 128x128");
@@ -367,12 +359,11 @@ TEST(CudaBackends, Fa3PlansWideKeyTilesForLongUnmaskedDenseCalls) {
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 64, DType::bf16)), "fa3 192x128");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 256, DType::bf16)), "fa3 128x80");
   EXPECT_EQ(instance(make(2048, 2048, 4, 4, 192, DType::bf16)), "fa3 128x96");
-  // The GPU cases meant for each d128 dense instance run there.
-  for (const ParityCase& c : gpu_cases()) {
-    const bool wide = c.name.rfind("wide_keys_", 0) == 0 || c.name == "persistent_320_tiles_d128_f16";
-    if (wide || c.name == "persistent_144_tiles_d128_k1000_bf16")
-      EXPECT_EQ(instance(c.problem), wide ? "fa3wide 128x176" : "fa3 128x128") << c.name;
-  }
+  // The GPU cases meant for d128's dense tile run there.
+  for (const ParityCase& c : gpu_cases())
+    if (c.name.rfind("long_keys_", 0) == 0 || c.name.rfind("persistent_", 0) == 0)
+      if (c.problem.head_dim_qk == 128 && !c.problem.block_sparse && !c.problem.paged_kv)
+        EXPECT_EQ(instance(c.problem), "fa3 128x128") << c.name;
 }
 
 TEST(CudaBackends, FlashCapabilitiesFollowTheInstanceTable) {

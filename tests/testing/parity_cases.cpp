@@ -204,13 +204,13 @@ std::vector<ParityCase> parity_cases() {
   }
   // Logits that keep rising along each row (keys scaled up with their
   // position): the running max moves well past its first key tiles, so the
-  // instances with lazy rescaling (fa3 d256, 176-key fa3wide; the 128- and
-  // 192-key block-sparse lists above) rescale O mid-row, deferred or not. With
+  // instances with lazy rescaling (fa3 d128 and d256; the 128- and 192-key
+  // block-sparse lists above) rescale O mid-row, deferred or not. With
   // normal keys the max settles in the first tile and those moves never run.
   {
     ProblemDataOptions o;
     o.key_growth = kRisingKeyGrowth;
-    Problem wide = base(200, 1100, 2, 1, 128, DType::bf16);  // full rows of 1024+ keys: fa3wide
+    Problem wide = base(200, 1100, 2, 1, 128, DType::bf16);  // full rows over nine key tiles
     wide.return_lse = true;
     add("rising_logits_d128_bf16", wide, o);
     Problem causal = base(600, 600, 2, 2, 128, DType::f16);

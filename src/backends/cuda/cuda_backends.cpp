@@ -69,7 +69,6 @@ CudaKernelInstance info_fa2bsq64(DType dtype, const char* arch) {
 AK_INFO_OF_CONFIG(fa3bs, Fa3Keys128Config)
 AK_INFO_OF_CONFIG(fa3bs192, Fa3Keys192Config)
 AK_INFO_OF_CONFIG(fa3bsk64, Fa3Keys64Config)
-AK_INFO_OF_CONFIG(fa3wide, Fa3WideKeysConfig)
 AK_INFO_OF_CONFIG(fa3ss, Fa3SkipConfig)
 AK_INFO_RENAMED(fa2bs, fa2)
 AK_INFO_RENAMED(fa2solpool, fa2bsq64)
@@ -402,10 +401,9 @@ class CudaBackend final : public Backend {
   // the family itself when its kernel reads them); sparse_narrow: lists whose
   // blocks the sparse family's tiles do not divide but its tiles do ("": none);
   // sparse_wide: lists whose blocks its wider key tiles divide (taken first);
-  // skip: request skip-softmax; wide_keys: the dense calls without a mask over
-  // long key rows, where its instance at the head dims is faster (fa3wide).
+  // skip: request skip-softmax.
   struct Families {
-    std::string sparse = "", sparse_narrow = "", sparse_wide = "", paged = "", skip = "", wide_keys = "";
+    std::string sparse = "", sparse_narrow = "", sparse_wide = "", paged = "", skip = "";
   };
   // `raster`: the block-sparse family reads video tokens of this grid in
   // raster order (fa3bsr; frames 0: rows as they are).
@@ -518,18 +516,7 @@ class CudaBackend final : public Backend {
     if (p.block_sparse && !families_.sparse_narrow.empty() && !tiles_the_blocks(families_.sparse, p) &&
         tiles_the_blocks(families_.sparse_narrow, p))
       return families_.sparse_narrow;
-    if (runs_on_wide_keys(p)) return families_.wide_keys;
     return p.block_sparse ? families_.sparse : p.paged_kv ? families_.paged : family_;
-  }
-  // Dense calls without a mask over kWideKeysMinSeqlenK+ keys at the wide
-  // family's head dims (sm90/traits.hpp Fa3WideKeysConfig: what was measured).
-  // A speed choice, not a capability: the family's own instance when this
-  // binary has it and not the wide one.
-  bool runs_on_wide_keys(const Problem& p) const {
-    if (families_.wide_keys.empty() || p.block_sparse || p.paged_kv || p.mask != MaskKind::none ||
-        p.seqlen_k < cuda::sm90::kWideKeysMinSeqlenK)
-      return false;
-    return prefer_built(families_.wide_keys, family_, p);
   }
   // A faster family's instance over the usual one's: when this binary has it,
   // or lacks the usual one too (then check() names what is missing).
@@ -629,12 +616,10 @@ std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
       "fa3", "fa3",
       CudaBackend::Families{.sparse = "fa3bs", .sparse_narrow = "fa3bsk64", .sparse_wide = "fa3bs192",
-                            .paged = "fa3pg", .skip = "fa3ss", .wide_keys = "fa3wide"},
+                            .paged = "fa3pg", .skip = "fa3ss"},
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
-      "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v; wider key tiles at " + head_dim_pairs("fa3wide") +
-          " for dense calls without a mask over " + std::to_string(cuda::sm90::kWideKeysMinSeqlenK) +
-          "+ keys); block-sparse KV lists at head dims " +
+      "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v); block-sparse KV lists at head dims " +
           head_dim_pairs("fa3bs") + " (64-key blocks at " + head_dim_pairs("fa3bsk64") + ", 192-key tiles for blocks of " +
           "192-key multiples at " + head_dim_pairs("fa3bs192") + "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
           "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),

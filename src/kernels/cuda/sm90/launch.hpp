@@ -340,8 +340,6 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
 #define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, false, false, TAG, QK, V)
 // fa3pg: K and V from a paged cache (AttnParams::block_table).
 #define AK_DEFINE_LAUNCHER_fa3pg(TAG, QK, V) AK_FA3_LAUNCHER(fa3pg, Fa3Config, false, true, false, TAG, QK, V)
-// fa3wide: dense calls on 176-key tiles (Fa3WideKeysConfig).
-#define AK_DEFINE_LAUNCHER_fa3wide(TAG, QK, V) AK_FA3_LAUNCHER(fa3wide, Fa3WideKeysConfig, false, false, false, TAG, QK, V)
 // fa3bsr: fa3bs over video tokens in raster order (raster_tokens.hpp); fa3bsr192 on 192-key tiles.
 #define AK_DEFINE_LAUNCHER_fa3bsr(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsr, Fa3Keys128Config, true, false, true, TAG, QK, V)
 #define AK_DEFINE_LAUNCHER_fa3bsr192(TAG, QK, V) \

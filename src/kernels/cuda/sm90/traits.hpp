@@ -59,27 +59,26 @@ struct Fa3Traits {
   //  0: where ptxas puts it, above every exponential of softmax(n);
   //  1: after softmax(n)'s row sums (primitives.hpp wgmma_wait_all_after),
   //     so that P V(n-1) and the softmax overlap; O's rescale and P's packing
-  //     then run after the last exponential (shipped where it measured faster:
-  //     Fa3Config);
+  //     then run after the last exponential;
   //  2: after row g's exponentials, before row g + 8's, so that O's rescale
   //     and P's packing can interleave with row g + 8's exponentials (the
   //     placement of FlashAttention-3's SASS: its wait after 13 of 66
   //     exponentials). Not with skip-softmax, whose softmax is one piece.
+  // What each Fa3Config shape ships, and what was measured: below.
   static constexpr int kWaitAfterSoftmax = WaitAfterSoftmax;
   // Hide the aligned shared-memory base from ptxas, so that it stays in a
-  // register: in the ping-pong lazily rescaled instances (fa3wide, the d128
+  // register: in the ping-pong lazily rescaled instances (d128's dense and
   // list tiles) ptxas 13.0 otherwise recomputes it from SR_CgaCtaId in every
-  // key tile (fa3wide's key loop: 81 -> 51 uniform instructions). Elsewhere
-  // the register it holds costs more than it saves (d128 128 x 128: 47 -> 57,
-  // d256 spills), so only there.
+  // key tile (a 176-key tile's key loop: 81 -> 51 uniform instructions).
+  // Elsewhere the register it holds costs more than it saves (d128's exact-max
+  // 128 x 128 tile: 47 -> 57, d256 spills), so only there.
   static constexpr bool kPinSmemBase = RescaleThreshold > 0 && kPingPong;
   // The epilogue stages O in shared memory (stmatrix, in the TMA swizzle) and
   // one thread per warpgroup stores it with TMA (FlashAttention-3's epilogue),
   // where the call allows it (BSHD / BHSD, an output TMA can address:
   // Fa3Params::store_o_tma); otherwise, and always without this flag, each
-  // thread stores its rows (epilogue.hpp). Bench variants only: +2-4% at
-  // d128's short rows in two H100 calls (2026-12-07), not yet through GPU
-  // parity and racecheck (fa3_variants.def, `_tmao`).
+  // thread stores its rows (epilogue.hpp). Shipped on d128's dense tile
+  // (Fa3Config below), where its 32 KB buffer fits.
   static constexpr bool kStoreOTma = StoreOTma;
   // Named barrier ids (0 is __syncthreads): per consumer warpgroup, its
   // scheduling turn's, and (skip-softmax) its vote on whether to run P V.
@@ -139,30 +138,34 @@ struct Fa3Traits {
 };
 
 // The tile shape per (qk, v) head dims (docs/perf/gpu-fa3.md records what was
-// measured): d64 three consumer warpgroups of 64 rows (+4-16% over two at
-// s2k-16k non-causal); d128 128 x 128 with ping-pong (+10% at s16k over no
-// ping-pong; 176-key tiles measured equal within noise without the deferred
-// rescale, faster with it: Fa3WideKeysConfig below); d256 128 x 80 without
-// ping-pong (FlashAttention-3's choice; equal or +2%) and lazy rescaling
-// (+4-7% at every measured point). The deferred rescale of O: d256 +0-5%
-// (s16k full +5%), d128 128 x 128 -2-3% (H200, 2026-12-02; the 176-key d128
-// tile gains 2-12% from it, gpu-fa3.md); d64 +1-3% on 2026-12-02 but 0.99-1.03
-// without it in an A/B of 2026-12-06 (H200, 3 rounds), so d64 goes without.
-// The wait for P V(n-1) after softmax(n) (kWaitAfterSoftmax 1): dense d128
-// +0-6% at s512-16k (H100, 2026-12-05); d256 1.00-1.02 (H200, 2026-12-06,
-// with the deferred rescale); d64 -1-5% with the deferred rescale; the
-// block-sparse 64- and 192-key d128 tiles below carry it untimed (parity
-// only). Between softmax(n)'s two rows (2), FlashAttention-3's placement:
-// bench variants `_wrows` (SASS 2026-12-07: O's rescale and P's packing
-// interleave with row g + 8's exponentials instead of a 113-instruction
-// tail), not timed yet. O through shared memory and TMA (kStoreOTma): d128
-// causal s512 / s1k +2.6-4.3%, full s512 +2.2%, +-0.5% at s2k-16k (H100,
-// 2026-12-07, two calls), bench variants until a GPU call runs parity and
-// racecheck on it; d64 flat; fa3wide's and d256's tiles leave no room for
-// its buffer.
+// measured):
+//  - d64: three consumer warpgroups of 64 rows (+4-16% over two at s2k-16k
+//    non-causal); the exact max, ptxas's wait placement, O from the
+//    accumulators: the deferred rescale 0.99-1.03 (H200, 2026-12-06), the wait
+//    after the softmax -1-5% (H100, 2026-12-05), between its rows 2-5% slower
+//    at 7 of 8 points (H100, 2026-12-07), O by TMA flat.
+//  - d128: 128 x 128 with ping-pong (+10% at s16k over no ping-pong), lazy
+//    rescaling, the deferred rescale, the wait between softmax(n)'s rows and O
+//    by TMA (Fa3LazyD128Traits). Against the exact-max tile with the wait after
+//    both rows, stored from the accumulators (the tile shipped before), on an
+//    H100 on 2026-12-07 (bench_fa2 --variants, one process): full s512 / 1k /
+//    4k / 16k +2 / +4 / +6 / +6%, causal 0 / +2 / +5 / +6%. It also beat the
+//    176-key tile with the same schedule (the fa3wide family, which dense
+//    unmasked calls over 1024+ keys ran on until then) at all 8 points, by
+//    1-3% (full) and 1-8% (causal), so that family is gone.
+//  - d256: 128 x 80 without ping-pong (FlashAttention-3's choice; equal or
+//    +2%), lazy rescaling (+4-7% at every measured point), the deferred rescale
+//    (+0-5%, H200 2026-12-02), the wait between rows (+0.5-1% at 6 of 8 points
+//    against the wait after both, H100 2026-12-07).
 //                                       T  qk  v  BlockM BlockN stages
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Config;
+// The lazily rescaled d128 schedule on BlockN-key tiles: the dense tile's
+// (Fa3Config, with O by TMA) and the block-sparse list tiles' below.
+template <class T, int BlockN, bool StoreOTma = false>
+using Fa3LazyD128Traits = Fa3Traits<T, 128, 128, 128, BlockN, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true,
+                                    /*Lazy=*/8, /*SkipSoftmax=*/false, /*DeferRescale=*/true,
+                                    /*WaitAfterSoftmax=*/2, StoreOTma>;
 template <class T>
 struct Fa3Config<T, 64, 64> {
   using Traits = Fa3Traits<T, 64, 64, 192, 128, 2, 24, 160, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/0,
@@ -171,11 +174,7 @@ struct Fa3Config<T, 64, 64> {
 template <class T>
 struct Fa3Config<T, 96, 96> { using Traits = Fa3Traits<T, 96, 96, 128, 128, 2>; };
 template <class T>
-struct Fa3Config<T, 128, 128> {
-  using Traits = Fa3Traits<T, 128, 128, 128, 128, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true, /*Lazy=*/8,
-                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/2,
-                           /*StoreOTma=*/true>;
-};
+struct Fa3Config<T, 128, 128> { using Traits = Fa3LazyD128Traits<T, 128, /*StoreOTma=*/true>; };
 template <class T>
 struct Fa3Config<T, 192, 192> { using Traits = Fa3Traits<T, 192, 192, 128, 96, 2>; };
 template <class T>
@@ -186,34 +185,12 @@ struct Fa3Config<T, 256, 256> {
 template <class T>
 struct Fa3Config<T, 192, 128> { using Traits = Fa3Traits<T, 192, 128, 128, 112, 2>; };
 
-// d128 calls without a mask over 1024+ keys, dense (instances.def family
-// fa3wide): 176-key tiles, lazy rescaling, the deferred rescale. Against the
-// 128 x 128 tile (H200, bench_fa2 --variants, 2026-12-02, gpu-fa3.md) full
-// s1k / s4k / s16k 566 / 677 / 717 TFLOP/s vs 551 / 661 / 687; causal 346 /
-// 560 / 702 vs 376 / 559 / 685, so causal calls keep Fa3Config's tile, which
-// stays the d128 shape: 176-key tiles take no 128-key block lists and paged
-// caches only in 8- or 16-row pages.
-// The lazily rescaled d128 schedule on BlockN-key tiles: fa3wide's, and the
-// 128- and 192-key block-sparse list tiles' below.
-template <class T, int BlockN>
-using Fa3LazyD128Traits = Fa3Traits<T, 128, 128, 128, BlockN, 2, 24, 240, /*PingPong=*/true, /*Persistent=*/true,
-                                    /*Lazy=*/8, /*SkipSoftmax=*/false, /*DeferRescale=*/true,
-                                    /*WaitAfterSoftmax=*/2>;
-template <class T, int HeadDimQK, int HeadDimV>
-struct Fa3WideKeysConfig;
-template <class T>
-struct Fa3WideKeysConfig<T, 128, 128> { using Traits = Fa3LazyD128Traits<T, 176>; };
-// The shortest key rows planned on it: 1024, the shortest measured.
-inline constexpr int kWideKeysMinSeqlenK = 1024;
-
 // Block-sparse lists in 128-key blocks (instances.def families fa3bs, and
-// fa3bsr on raster-order tokens): d128's 128 x 128 tile with fa3wide's lazy
-// rescaling and deferred rescale, as the 192-key list tiles below have them.
-// Against Fa3Config's tile on random lists over 30720 tokens (H100, one
+// fa3bsr on raster-order tokens): d128's dense schedule on its 128 x 128 tile,
+// O stored from the accumulators (not yet timed with O by TMA on lists).
+// Against the exact-max tile on random lists over 30720 tokens (H100, one
 // machine, 2026-12-06, gpu-sparse.md): 3.5-8.6% less time at every density
-// from 10% to 100%. On dense d128 rows the same flags measured within the
-// runs' noise (0.99-1.02 over three alternated runs), so Fa3Config keeps the
-// exact max.
+// from 10% to 100%.
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Keys128Config;
 template <class T>
@@ -233,9 +210,9 @@ struct Fa3Keys64Config<T, 128, 128> {
 
 // Block-sparse lists in blocks of 192-key multiples (instances.def families
 // fa3bs192, and fa3bsr192 on raster-order tokens): STA's 6 x 8 x 8 tiles are
-// 384-token blocks, which 176-key tiles (Fa3WideKeysConfig, faster than 128 on
-// dense rows) do not divide; the same schedule on 192 keys (STA Wan 14.48 ms
-// against 15.15 on 128-key tiles, H200 2026-12-04).
+// 384-token blocks; the lazy d128 schedule on 192 keys (STA Wan 14.48 ms
+// against 15.15 on 128-key tiles, H200 2026-12-04, both with the wait after
+// both rows; not yet timed against each other with the wait between rows).
 template <class T, int HeadDimQK, int HeadDimV>
 struct Fa3Keys192Config;
 template <class T>
@@ -249,7 +226,8 @@ constexpr bool paged_tiles_fit(int page_size, int block_n) {
 }
 
 // The skip-softmax instances (instances.def family fa3ss): the dense tile shape
-// of the head dims with the exact running max (d256 loses its lazy rescaling).
+// of the head dims with the exact running max and O rescaled in place (d128
+// and d256 lose their lazy and deferred rescale), stored from the accumulators.
 template <class Tr>
 using Fa3SkipTraits = Fa3Traits<typename Tr::T, Tr::kHeadDimQK, Tr::kHeadDimV, Tr::kBlockM, Tr::kBlockN, Tr::kStages,
                                 Tr::kProducerRegs, Tr::kConsumerRegs, Tr::kPingPong, Tr::kPersistent,
