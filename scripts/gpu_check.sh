@@ -43,7 +43,8 @@
 #                                                  # GPU_CHECK_SEQLENS or 512,2048,16384, GPU_CHECK_AB_BACKEND=fa2)
 #   GPU_CHECK_PROFILE=1 ...                        # also profile fa2 and PyTorch FLASH with ncu
 #     (GPU_CHECK_PROFILE_BACKEND=fa3: fa3 against FlashAttention-3's kernel instead;
-#     GPU_CHECK_PROFILE_CAUSAL=1: the causal launch of the grid point instead of the full one)
+#     GPU_CHECK_PROFILE_CAUSAL=1: the causal launch of the grid point instead of the full one;
+#     GPU_CHECK_PROFILE_PEER=cudnn|fa3_fwd|flash: the peer kernel profiled beside it)
 #     (GPU_CHECK_PROFILE_DIM / _SEQLEN: the grid point, default d128 s4096; GPU_CHECK_PROFILE_VARIANT=<name>:
 #     a variant of fa2_variants.def instead of the shipped kernel, at its own head dim)
 #   GPU_CHECK_PEER_KERNELS=128:512:32:16:causal,... # the kernels torch cuDNN, FA3 and attnkit fa3 launch for these
@@ -404,13 +405,15 @@ fi
 
 if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
   pd="${GPU_CHECK_PROFILE_DIM:-128}" ps="${GPU_CHECK_PROFILE_SEQLEN:-4096}" pb="${GPU_CHECK_PROFILE_BACKEND:-fa2}"
-  # fa2 is profiled against PyTorch's FLASH, fa3 against FlashAttention-3's hopper kernel (the fa3-fwd wheel).
-  if [[ "$pb" == fa3 ]]; then
-    peer=fa3_fwd peer_kernel='regex:FlashAttn|flash_fwd|device_kernel' peer_flags=(--fa3 --backends "")
-    install_fa3_fwd
-  else
-    peer=flash peer_kernel=regex:flash_fwd peer_flags=(--backends flash)
-  fi
+  # fa2 is profiled against PyTorch's FLASH, fa3 against FlashAttention-3's hopper kernel (the fa3-fwd wheel);
+  # GPU_CHECK_PROFILE_PEER=cudnn: against PyTorch's cuDNN SDPA kernel instead (the short causal rows' leader).
+  peer="${GPU_CHECK_PROFILE_PEER:-}"; [[ -n "$peer" ]] || { [[ "$pb" == fa3 ]] && peer=fa3_fwd || peer=flash; }
+  case "$peer" in
+    fa3_fwd) peer_kernel='regex:FlashAttn|flash_fwd|device_kernel' peer_flags=(--fa3 --backends ""); install_fa3_fwd ;;
+    cudnn) peer_kernel='regex:cudnn|fprop' peer_flags=(--backends cudnn) ;;
+    flash) peer_kernel=regex:flash_fwd peer_flags=(--backends flash) ;;
+    *) echo "GPU_CHECK_PROFILE_PEER=$peer: expected fa3_fwd, cudnn or flash"; exit 2 ;;
+  esac
   pmask=full; [[ "${GPU_CHECK_PROFILE_CAUSAL:-0}" == 1 ]] && pmask=causal
   step "ncu: $pb vs $peer, bf16 d$pd s$ps $pmask (reports in logs.tgz)"
   # GPU_CHECK_PROFILE_VARIANT=<name in fa2_variants.def / fa3_variants.def>: that variant instead of the shipped kernel.
@@ -426,8 +429,8 @@ if [[ "${GPU_CHECK_PROFILE:-0}" == 1 ]]; then
   for r in "$pb" "$peer"; do
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page details > "$LOGS/ncu_${r}_details.txt" 2>&1
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page source --print-source sass --csv > "$LOGS/ncu_${r}_sass.csv" 2>&1
-    grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Local Memory" \
-      "$LOGS/ncu_${r}_details.txt" | sed "s/^/$r: /" | head -12
+    grep -E "Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Local Memory" \
+      "$LOGS/ncu_${r}_details.txt" | sed "s/^/$r: /" | head -16
     # Where warps wait: the stall reasons, cycles per issued instruction.
     ncu -i "$LOGS/ncu_$r.ncu-rep" --page raw --csv --metrics regex:smsp__average_warp.*issue_stalled_.*_per_issue_active \
       > "$LOGS/ncu_${r}_stalls.csv" 2>&1
