@@ -150,9 +150,10 @@ struct Fa3Traits {
 //    both rows, stored from the accumulators (the tile shipped before), on an
 //    H100 on 2026-12-07 (bench_fa2 --variants, one process): full s512 / 1k /
 //    4k / 16k +2 / +4 / +6 / +6%, causal 0 / +2 / +5 / +6%. It also beat the
-//    176-key tile with the same schedule (the fa3wide family, which dense
-//    unmasked calls over 1024+ keys ran on until then) at all 8 points, by
-//    1-3% (full) and 1-8% (causal), so that family is gone.
+//    176-key tile (the fa3wide family, which dense unmasked calls over 1024+
+//    keys ran on until then) with its old schedule by 3-5% (full) and 3-9%
+//    (causal), and with this schedule at 7 of 8 points (s16k full within
+//    0.1%), so that family is gone.
 //  - d256: 128 x 80 without ping-pong (FlashAttention-3's choice; equal or
 //    +2%), lazy rescaling (+4-7% at every measured point), the deferred rescale
 //    (+0-5%, H200 2026-12-02), the wait between rows (+0.5-1% at 6 of 8 points
