@@ -313,7 +313,6 @@ TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasksAndBlockLists)
 // every length and mask; check() judges the instance plan() runs (no device
 // needed: plans for a named platform).
 TEST(CudaBackends, Fa3PlansEachCallOnItsFamilysInstance) {
-
   const Backend* fa3 = default_registry().find("fa3");
   Platform sm90;
   sm90.kind = PlatformKind::cuda;

@@ -210,9 +210,9 @@ std::vector<ParityCase> parity_cases() {
   {
     ProblemDataOptions o;
     o.key_growth = kRisingKeyGrowth;
-    Problem wide = base(200, 1100, 2, 1, 128, DType::bf16);  // full rows over nine key tiles
-    wide.return_lse = true;
-    add("rising_logits_d128_bf16", wide, o);
+    Problem full = base(200, 1100, 2, 1, 128, DType::bf16);  // full rows over nine key tiles
+    full.return_lse = true;
+    add("rising_logits_d128_bf16", full, o);
     Problem causal = base(600, 600, 2, 2, 128, DType::f16);
     causal.mask = MaskKind::causal;
     add("rising_logits_d128_causal_fp16", causal, o);
