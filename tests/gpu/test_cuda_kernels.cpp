@@ -294,10 +294,13 @@ TEST(CudaBackends, Fa3AsksForATileCounterUnderCausalAndWindowMasksAndBlockLists)
   listed.block_sparse = BlockSparse{128, 128, 1, 1};
   Problem listed64 = listed;  // fa3bsk64
   listed64.block_sparse = BlockSparse{128, 64, 1, 1};
+  Problem listed_q64 = listed;  // fa3bsq64
+  listed_q64.block_sparse = BlockSparse{64, 64, 1, 1};
   for (auto [backend, p, wants] : {std::tuple{"fa3", make(512, 512, 2, 2, 128, DType::bf16, MaskKind::causal), true},
                                    {"fa3", window, true},
                                    {"fa3", listed, true},
                                    {"fa3", listed64, true},
+                                   {"fa3", listed_q64, true},
                                    {"fa3", make(512, 512, 2, 2, 128, DType::bf16), false},
                                    {"fa3", make(2048, 2048, 2, 2, 128, DType::bf16), false},
                                    {"fa2", listed, false},
@@ -351,6 +354,12 @@ TEST(CudaBackends, Fa3PlansEachCallOnItsFamilysInstance) {
   EXPECT_EQ(instance(sparse), "fa3bs 128x128");
   sparse.block_sparse = BlockSparse{128, 64, 1, 1};
   EXPECT_EQ(instance(sparse), "fa3bsk64 128x64");
+  sparse.block_sparse = BlockSparse{64, 64, 1, 1};  // sol_attn's kept tiles, VSA's cubes
+  EXPECT_EQ(instance(sparse), "fa3bsq64 64x64");
+  sparse.block_sparse = BlockSparse{64, 128, 1, 1};  // two 64-key tiles a block
+  EXPECT_EQ(instance(sparse), "fa3bsq64 64x64");
+  sparse.block_sparse = BlockSparse{192, 64, 1, 1};  // three 64-row tiles a block (128-row tiles split it)
+  EXPECT_EQ(instance(sparse), "fa3bsq64 64x64");
   sparse.block_sparse = BlockSparse{384, 384, 1, 1};  // STA's 6 x 8 x 8 tiles
   EXPECT_EQ(instance(sparse), "fa3bs192 128x192");
   sparse.block_sparse = BlockSparse{128, 256, 1, 1};
@@ -419,9 +428,13 @@ TEST(CudaBackends, FlashCapabilitiesFollowTheInstanceTable) {
   EXPECT_TRUE(fa2->check(bs, sm80).empty()) << fa2->check(bs, sm80).summary();
   bs.block_sparse = BlockSparse{384, 384, 1, 1};  // 6x8x8 video tiles: three key tiles a block
   EXPECT_TRUE(fa3->check(bs, sm90).empty()) << fa3->check(bs, sm90).summary();
+  // 64-query blocks: fa3's 64 x 64 tiles (fa3bsq64); fa2's registered tiles are 128 rows.
   bs.block_sparse = BlockSparse{64, 64, 1, 1};
-  EXPECT_TRUE(fa3->check(bs, sm90).has_code("AK2117")) << fa3->check(bs, sm90).summary();
+  EXPECT_TRUE(fa3->check(bs, sm90).empty()) << fa3->check(bs, sm90).summary();
   EXPECT_TRUE(fa2->check(bs, sm80).has_code("AK2117")) << fa2->check(bs, sm80).summary();
+  // 32-query blocks split every fa3 tile.
+  bs.block_sparse = BlockSparse{32, 64, 1, 1};
+  EXPECT_TRUE(fa3->check(bs, sm90).has_code("AK2117")) << fa3->check(bs, sm90).summary();
   auto bs_plan = fa3->plan(bs, sm90);
   ASSERT_FALSE(bs_plan.ok());
   EXPECT_TRUE(bs_plan.diagnostics().has_code("AK2117"));

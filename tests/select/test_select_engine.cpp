@@ -70,6 +70,12 @@ TEST(SelectNames, FaOnSm90IsFa3ThenFa2) {
   ASSERT_TRUE(sparse.ok()) << sparse.diagnostics().summary();
   EXPECT_EQ(sparse->backend->name(), "fa3");
   EXPECT_TRUE(sparse->rejected.empty());
+  // 64-query blocks (sol_attn's, VSA's) run on fa3's 64 x 64 tiles (fa3bsq64); fa2 refuses them (AK2117).
+  p.block_sparse = BlockSparse{64, 64, 1, 1};
+  auto q64 = select_for_call(p, {h200}, "fa");
+  ASSERT_TRUE(q64.ok()) << q64.diagnostics().summary();
+  EXPECT_EQ(q64->backend->name(), "fa3");
+  EXPECT_TRUE(reg.find("fa2")->check(p, h200).has_code("AK2117"));
   // 32-key blocks split the key tiles of both (AK2117 from each): `fa` is refused with both reasons.
   p.block_sparse = BlockSparse{128, 32, 1, 1};
   EXPECT_TRUE(reg.find("fa3")->check(p, h200).has_code("AK2117"));

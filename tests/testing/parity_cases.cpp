@@ -196,6 +196,13 @@ std::vector<ParityCase> parity_cases() {
     // 64-key blocks (sparge_attn's): fa3's 64-key-tile instances (fa3bsk64), one or three tiles a block.
     per_head("block_sparse_d128_keys64_bf16", {128, 64, 1, 4}, o);
     causal_pair("block_sparse_d128_keys192_causal_fp16", {256, 192, 2, 1});
+    // 64-query blocks (sol_attn's kept tiles, VSA's cubes): fa3's 64 x 64 tiles (fa3bsq64), two
+    // CTAs an SM; one or two key tiles a block, causal, and packed sequences with an empty one.
+    per_head("block_sparse_d128_q64_bf16", {64, 64, 1, 4}, o);
+    causal_pair("block_sparse_d128_q64_keys128_causal_fp16", {64, 128, 2, 1});
+    Problem v64 = v;
+    v64.block_sparse = BlockSparse{64, 64, 3, 2};
+    add("block_sparse_d128_q64_varlen_bf16", v64, vo);
     // Rising logits (below) on the lazily rescaled list tiles: 128-key (fa3bs) and 192-key (fa3bs192).
     ProblemDataOptions rising = o;
     rising.key_growth = kRisingKeyGrowth;

@@ -69,6 +69,7 @@ CudaKernelInstance info_fa2bsq64(DType dtype, const char* arch) {
 AK_INFO_OF_CONFIG(fa3bs, Fa3Keys128Config)
 AK_INFO_OF_CONFIG(fa3bs192, Fa3Keys192Config)
 AK_INFO_OF_CONFIG(fa3bsk64, Fa3Keys64Config)
+AK_INFO_OF_CONFIG(fa3bsq64, Fa3Q64Config)
 AK_INFO_OF_CONFIG(fa3ss, Fa3SkipConfig)
 AK_INFO_RENAMED(fa2bs, fa2)
 AK_INFO_RENAMED(fa2solpool, fa2bsq64)
@@ -403,7 +404,7 @@ class CudaBackend final : public Backend {
   // sparse_wide: lists whose blocks its wider key tiles divide (taken first);
   // skip: request skip-softmax.
   struct Families {
-    std::string sparse = "", sparse_narrow = "", sparse_wide = "", paged = "", skip = "";
+    std::string sparse = "", sparse_narrow = "", sparse_wide = "", sparse_q64 = "", paged = "", skip = "";
   };
   // `raster`: the block-sparse family reads video tokens of this grid in
   // raster order (fa3bsr; frames 0: rows as they are).
@@ -516,6 +517,10 @@ class CudaBackend final : public Backend {
     if (p.block_sparse && !families_.sparse_narrow.empty() && !tiles_the_blocks(families_.sparse, p) &&
         tiles_the_blocks(families_.sparse_narrow, p))
       return families_.sparse_narrow;
+    // 64-query blocks, which every 128-row tile splits.
+    if (p.block_sparse && !families_.sparse_q64.empty() && !tiles_the_blocks(families_.sparse, p) &&
+        !tiles_the_blocks(families_.sparse_narrow, p) && tiles_the_blocks(families_.sparse_q64, p))
+      return families_.sparse_q64;
     return p.block_sparse ? families_.sparse : p.paged_kv ? families_.paged : family_;
   }
   // A faster family's instance over the usual one's: when this binary has it,
@@ -602,9 +607,9 @@ std::unique_ptr<Backend> make_fa2_backend() {
       fa2_capabilities(), 16);
 }
 // fa2 with its block-sparse problems on the fa2bsq64 instances (64-query
-// tiles): not registered, so the `fa` family keeps refusing 64-query blocks
-// (AK2117) until these instances have run on a GPU; sol_attn's CUDA path
-// plans its kept tiles on it (backends/cuda/fa2_q64.hpp).
+// tiles): not registered, so fa2 keeps refusing 64-query blocks (AK2117);
+// sol_attn's and video_sparse_attn_h3's CUDA paths run their 64 x 64 lists on
+// it where fa3 (fa3bsq64) does not take them (backends/cuda/fa2_q64.hpp).
 std::unique_ptr<Backend> make_fa2_q64_block_sparse_backend() {
   return std::make_unique<CudaBackend>(
       "fa2", "fa2", CudaBackend::Families{.sparse = "fa2bsq64"},
@@ -616,12 +621,13 @@ std::unique_ptr<Backend> make_fa3_backend() {
   return std::make_unique<CudaBackend>(
       "fa3", "fa3",
       CudaBackend::Families{.sparse = "fa3bs", .sparse_narrow = "fa3bsk64", .sparse_wide = "fa3bs192",
-                            .paged = "fa3pg", .skip = "fa3ss"},
+                            .sparse_q64 = "fa3bsq64", .paged = "fa3pg", .skip = "fa3ss"},
       "FlashAttention-3-class forward for sm_90a (TMA loads into swizzled tiles on mbarriers, a producer warpgroup "
       "and 64-row wgmma consumer warpgroups, the softmax of one key tile overlapped with the previous P V); "
       "fp16/bf16, head dims " + head_dim_pairs("fa3") + " (qk/v); block-sparse KV lists at head dims " +
           head_dim_pairs("fa3bs") + " (64-key blocks at " + head_dim_pairs("fa3bsk64") + ", 192-key tiles for blocks of " +
-          "192-key multiples at " + head_dim_pairs("fa3bs192") + "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
+          "192-key multiples at " + head_dim_pairs("fa3bs192") + ", 64 x 64 tiles for 64-query blocks at " +
+          head_dim_pairs("fa3bsq64") + "); paged KV caches at head dims " + head_dim_pairs("fa3pg") +
           "; request skip-softmax at head dims " + head_dim_pairs("fa3ss"),
       fa3_capabilities(), 16);
 }

@@ -36,11 +36,11 @@ namespace {
 // takes it, as select resolves "fa" (fa3 on Hopper, else fa2). Each problem
 // resolves on its own, so a dense run is exactly what a dense `fa` run is,
 // and a block layout fa3 cannot tile (its block-sparse instances take
-// 128-query blocks of 128-key tiles, or at d128 of 64-key tiles: sparge's
-// 128 x 64 blocks run there) runs fa2's.
-// With `q64`, a block-sparse problem fa3 and fa2 refuse may run on fa2's
-// 64-query-tile instances (fa2bsq64, backends/cuda/fa2_q64.hpp), which the
-// registry's fa2 does not offer yet: for the backends whose 64-query blocks
+// 128-query blocks of 128-key tiles, at d128 also of 64-key tiles, sparge's
+// 128 x 64 blocks, and 64-query blocks of 64-key tiles, VSA's cubes) runs fa2's.
+// With `q64`, a block-sparse problem fa3 and fa2 refuse (off sm_90) may run on
+// fa2's 64-query-tile instances (fa2bsq64, backends/cuda/fa2_q64.hpp), which
+// the registry's fa2 does not offer: for the backends whose 64-query blocks
 // fit neither (their CUDA paths declared on their own flags).
 const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why, bool q64 = false) {
   static const std::unique_ptr<Backend> fa2_q64 = make_fa2_q64_block_sparse_backend();

@@ -30,7 +30,7 @@ class CudaSparseRunner final : public SparseRunner {
   // host list set run_sparse will be given (uploaded now). With `tiling`, the
   // block-sparse runs read tokens in tile order (fa3bsr or copies). With `q64`, block layouts fa3
   // and fa2 refuse may run on fa2's 64-query-tile instances (fa2bsq64, not
-  // offered by the registry's fa2 yet). AK6002 in a build without CUDA.
+  // offered by the registry's fa2). AK6002 in a build without CUDA.
   static Result<std::unique_ptr<CudaSparseRunner>> create(const Problem& p, const Platform& gpu,
                                                           const std::vector<BlockSparse>& layouts,
                                                           const std::vector<const BlockSparseLists*>& lists,

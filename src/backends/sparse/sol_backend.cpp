@@ -149,8 +149,9 @@ class SolPlan final : public Plan {
 };
 
 // The CUDA path (sol_cuda_plan.cpp: the routing kernels of
-// backends/cuda/sol_route.cu, fa2's 64 x 64 block-sparse instances fa2bsq64
-// on the kept tiles, cuda_sdpa on the pooled tiles, the LSE merge of dist/)
+// backends/cuda/sol_route.cu, the 64 x 64 block-sparse instances on the kept
+// tiles, fa3bsq64 on sm_90 and fa2bsq64 else, fa2solpool on the pooled tiles, the
+// LSE merge of dist/)
 // is declared since tests/gpu/test_sol_gpu.cpp passed on the H200
 // (2026-12-02: routing equal to the CPU's, routed calls equal to the CPU plan
 // and the oracle, dense steps and layers exact, poisoned workspace, CUDA-graph

@@ -3,8 +3,8 @@
 //   dense calls: exactly the dense `fa` kernel (CudaSparseRunner: fa3 on sm_90, fa2 else);
 //   routed calls: 1. the routing kernels (backends/cuda/sol_route.cu): q', k', v',
 //                    the kept tiles (sparse/sol_rule.hpp, as the host), CSR lists, the pooled mask;
-//                 2. the kept tiles exactly: fa2's block-sparse kernel on 64 x 64 tiles
-//                    (fa2bsq64; fa3bs / fa2bs tile 128 queries), out in q's dtype and LSE;
+//                 2. the kept tiles exactly: the block-sparse kernel on 64 x 64 tiles, fa3's
+//                    (fa3bsq64) on sm_90, else fa2's (fa2bsq64), out in q's dtype and LSE;
 //                 3. the pooled tiles: fa2's 64 x 64 tile over one mean key / value per tile
 //                    (fa2solpool, backends/cuda/sol_pooled.hpp: kept tiles hidden, ln(tokens)
 //                    added), out in q's dtype and LSE;
@@ -41,9 +41,13 @@ Problem exact_problem(const Problem& p) {
   return inner;
 }
 
-// fa2 over 64 x 64 lists (fa2bsq64), made once.
-const Backend& exact_backend() {
+// The kernel of the kept tiles' 64 x 64 lists: fa3's (fa3bsq64) where it
+// takes them (sm_90 with the sm_90a instances built), else fa2's (fa2bsq64,
+// made once), whose reasons then decide.
+const Backend& exact_backend(const Problem& exact, const Platform& gpu) {
   static const std::unique_ptr<Backend> fa2_q64 = make_fa2_q64_block_sparse_backend();
+  const Backend* fa3 = default_registry().find("fa3");
+  if (fa3 != nullptr && fa3->check(exact, gpu).ok()) return *fa3;
   return *fa2_q64;
 }
 
@@ -248,7 +252,8 @@ class SolCudaPlan final : public Plan {
 
 Diagnostics sol_cuda_kernel_refusals(const Problem& p, const Platform& gpu) {
   Diagnostics why = CudaSparseRunner::check_kernels(p, gpu, {});
-  why.append(exact_backend().check(exact_problem(p), gpu));
+  const Problem exact = exact_problem(p);
+  why.append(exact_backend(exact, gpu).check(exact, gpu));
   why.append(cuda::sol_pooled_refusals(pooled_kernel_problem(p), gpu));
   const SolShape shape = SolShape::of(p);
   if (shape.rows * shape.tiles > INT32_MAX)
@@ -264,7 +269,8 @@ Result<std::unique_ptr<Plan>> make_sol_cuda_plan(const Problem& p, const Platfor
   if (Diagnostics why = sol_cuda_kernel_refusals(p, gpu); !why.ok()) return why;
   auto dense = CudaSparseRunner::create(p, gpu, {}, {}, std::nullopt);
   if (!dense) return dense.diagnostics();
-  auto exact = exact_backend().plan(exact_problem(p), gpu);
+  const Problem exact_p = exact_problem(p);
+  auto exact = exact_backend(exact_p, gpu).plan(exact_p, gpu);
   if (!exact) return exact.diagnostics();
   auto pooled = cuda::sol_pooled_kernel(pooled_kernel_problem(p), gpu);
   if (!pooled) return pooled.diagnostics();

@@ -196,8 +196,8 @@ Capabilities video_sparse_capabilities() {
 }
 
 // The CUDA path (video_sparse_cuda_plan.cpp: the selection kernels of
-// backends/cuda/vsa_select.cu, fa2's 64 x 64 block-sparse instances fa2bsq64
-// on cube-ordered copies, the gated combine) is declared since
+// backends/cuda/vsa_select.cu, the 64 x 64 block-sparse instances, fa3bsq64
+// on sm_90 and fa2bsq64 else, on cube-ordered copies, the gated combine) is declared since
 // tests/gpu/test_video_sparse_gpu.cpp passed on the H200 (2026-12-02:
 // selection equal to the CPU's, the plan equal to the CPU plan and the
 // oracle, zero gates pure sparse, poisoned workspace, CUDA-graph capture,
@@ -213,7 +213,7 @@ class VideoSparseBackend final : public SparseVideoBackend {
                            video_sparse_capabilities()) {}
 
   // On CUDA, the kernels it would run must exist for the call's shape
-  // (fa2bsq64 is d128 only: d64 becomes AK2105 on CUDA): check and plan agree.
+  // (fa3bsq64 and fa2bsq64 are d128 only: d64 becomes AK2105 on CUDA): check and plan agree.
   Diagnostics check(const Problem& p, const Platform& platform) const override {
     Diagnostics out = SparseVideoBackend::check(p, platform);
     if (out.ok() && platform.kind == PlatformKind::cuda)

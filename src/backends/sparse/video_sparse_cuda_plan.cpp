@@ -3,9 +3,9 @@
 //   1. the cube means, the coarse pass and the selection (backends/cuda/vsa_select.cu:
 //      sparse/video_sparse_rule.hpp's arithmetic, so the kept cubes are the CPU path's),
 //      the kept cubes as CSR lists;
-//   2. the fine pass: fa2's block-sparse kernel on 64 x 64 tiles (fa2bsq64: one cube is
-//      one block; fa3bs / fa2bs tile 128 queries) over cube-ordered copies of q, k, v
-//      (CudaSparseRunner's gathers), out in q's dtype;
+//   2. the fine pass: the block-sparse kernel on 64 x 64 tiles (one cube is one block),
+//      fa3's (fa3bsq64) on sm_90, else fa2's (fa2bsq64), over cube-ordered copies of
+//      q, k, v (CudaSparseRunner's gathers), out in q's dtype;
 //   3. with a gate, out = fine + gate * coarse (rounded once more); without, the
 //      fine pass writes the caller's out (zero gates: pure sparse).
 // Nothing allocated, nothing waited for (the statistic is known on the host),

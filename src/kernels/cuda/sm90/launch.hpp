@@ -336,6 +336,8 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
   AK_FA3_LAUNCHER(fa3bs192, Fa3Keys192Config, true, false, false, TAG, QK, V)
 // fa3bsk64: block-sparse KV lists in 64-key blocks, on 64-key tiles (Fa3Keys64Config).
 #define AK_DEFINE_LAUNCHER_fa3bsk64(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsk64, Fa3Keys64Config, true, false, false, TAG, QK, V)
+// fa3bsq64: block-sparse KV lists in 64-query blocks, on 64 x 64 tiles two CTAs an SM (Fa3Q64Config).
+#define AK_DEFINE_LAUNCHER_fa3bsq64(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsq64, Fa3Q64Config, true, false, false, TAG, QK, V)
 // fa3ss: request skip-softmax (AttnParams::skip_log2_factor / skip_counts).
 #define AK_DEFINE_LAUNCHER_fa3ss(TAG, QK, V) AK_FA3_LAUNCHER(fa3ss, Fa3SkipConfig, false, false, false, TAG, QK, V)
 // fa3pg: K and V from a paged cache (AttnParams::block_table).

@@ -209,6 +209,24 @@ struct Fa3Keys64Config<T, 128, 128> {
                            /*SkipSoftmax=*/false, /*DeferRescale=*/false, /*WaitAfterSoftmax=*/true>;
 };
 
+// Block-sparse lists in 64-query blocks (sol_attn's kept tiles and
+// video_sparse_attn_h3's cubes: 64 x 64 blocks; instances.def family
+// fa3bsq64), which every 128-row tile above splits: one consumer warpgroup on
+// a 64 x 64 tile, two CTAs an SM (kCtasPerSm: 80 KB of shared memory and 232
+// consumer registers each), exact max, deferred rescale (the dense variant
+// f3_d128_m64_n64_defer of bench/gpu/fa3_variants.def). Dense 64 x 64 tiles
+// ran 0.82-0.92 of the 128 x 128 tile of the day (H100, 2026-12-07,
+// gpu-fa3.md); these lists had only fa2's 64 x 64 tile before (VSA's fine
+// pass at 30720 tokens: 4.16 ms on fa2's tile on an H200 on 2026-12-03, 2.30
+// ms on this one on an H100 on 2026-12-07; gpu-sparse.md).
+template <class T, int HeadDimQK, int HeadDimV>
+struct Fa3Q64Config;
+template <class T>
+struct Fa3Q64Config<T, 128, 128> {
+  using Traits = Fa3Traits<T, 128, 128, 64, 64, 2, 24, 232, /*PingPong=*/false, /*Persistent=*/true, /*Lazy=*/0,
+                           /*SkipSoftmax=*/false, /*DeferRescale=*/true, /*WaitAfterSoftmax=*/0>;
+};
+
 // Block-sparse lists in blocks of 192-key multiples (instances.def families
 // fa3bs192, and fa3bsr192 on raster-order tokens): STA's 6 x 8 x 8 tiles are
 // 384-token blocks; the lazy d128 schedule on 192 keys (STA Wan 14.48 ms
