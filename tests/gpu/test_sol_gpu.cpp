@@ -258,6 +258,32 @@ TEST_F(SolGpu, PoisonedWorkspaceAndOutput) {
   }
 }
 
+// The merge writes the caller's out in 16-byte vectors where it can; an out
+// one element off that alignment (which the attention kernels never write:
+// they write the workspace) takes the element stores and the same bits.
+TEST_F(SolGpu, OutputOffTheVectorAlignmentHasTheSameBits) {
+  for (const Problem& p : problems()) {
+    auto plan = cuda_plan(p, settings()[1].settings);
+    ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+    auto data = video_like_data(p, 67);
+    ASSERT_TRUE(data.ok());
+    DeviceBinding dev(data->tensors());
+    DeviceWorkspace ws((*plan)->workspace_bytes());
+    ASSERT_TRUE((*plan)->run_at(kRouted, dev.t, ws.span(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<std::byte> aligned = dev.out();
+    const std::size_t elem = dtype_size(dev.t.out.dtype);
+    DeviceWorkspace shifted(aligned.size() + 16);
+    ASSERT_EQ(cudaMemset(shifted.data, 0xFF, shifted.bytes), cudaSuccess);
+    AttentionTensors t = dev.t;
+    t.out.data = static_cast<std::byte*>(shifted.data) + elem;
+    ASSERT_TRUE((*plan)->run_at(kRouted, t, ws.span(), nullptr).ok());
+    std::vector<std::byte> got(aligned.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), t.out.data, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(got.data(), aligned.data(), got.size()), 0) << name_of(p);
+  }
+}
+
 // A routed call without statistics allocates nothing and waits for nothing:
 // it captures into a CUDA graph whose replay matches the eager run.
 TEST_F(SolGpu, RoutedCallCapturesIntoACudaGraph) {

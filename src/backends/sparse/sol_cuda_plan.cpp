@@ -8,8 +8,8 @@
 //                 3. the pooled tiles: fa2's 64 x 64 tile over one mean key / value per tile
 //                    (fa2solpool, backends/cuda/sol_pooled.hpp: kept tiles hidden, ln(tokens)
 //                    added), out in q's dtype and LSE;
-//                 4. the LSE merge of the two (dist/'s device merge, core/lse_merge.hpp's weights)
-//                    in fp32, converted once into the caller's out.
+//                 4. the LSE merge of the two (backends/cuda/sol_merge: core/lse_merge.hpp's
+//                    weights) in fp32, rounded once into the caller's out.
 // Nothing allocated, nothing waited for (a call that asks for statistics
 // copies the list total back and waits), so run_at() captures into a CUDA graph.
 #include <climits>
@@ -18,6 +18,7 @@
 #include "attnkit/backends/registry.hpp"
 #include "attnkit/core/block_sparse.hpp"
 #include "backends/cuda/fa2_q64.hpp"
+#include "backends/cuda/sol_merge.hpp"
 #include "backends/cuda/sol_pooled.hpp"
 #include "backends/cuda/sol_route.hpp"
 #include "backends/sparse/cuda_sparse_runner.hpp"
@@ -25,7 +26,6 @@
 #include "backends/sparse/sol_routing.hpp"
 #include "backends/sparse/sparse_runner.hpp"
 #include "backends/sparse/workspace_front.hpp"
-#include "dist/device_ops.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
 #include "backends/cuda/device.hpp"
 #endif
@@ -69,7 +69,7 @@ struct SolCudaWorkspace {
   static constexpr std::size_t kAlign = 256;
   std::size_t size = 0;
   std::size_t counts = 0, offsets = 0, indices = 0, keep = 0, z = 0, k_mean = 0, k_pooled = 0, v_pooled = 0,
-              out_e = 0, lse_e = 0, out_p = 0, out_f = 0, lse_p = 0, kernels = 0;
+              out_e = 0, lse_e = 0, out_p = 0, lse_p = 0, kernels = 0;
   static SolCudaWorkspace of(const Problem& p, std::size_t kernel_bytes) {
     SolCudaWorkspace w;
     WorkspaceFront front(kAlign);
@@ -88,7 +88,6 @@ struct SolCudaWorkspace {
     w.out_e = front.take(e * B * S * Hq * dv);
     w.lse_e = front.take(sizeof(float) * B * S * Hq);
     w.out_p = front.take(e * B * S * Hq * dv);
-    w.out_f = front.take(sizeof(float) * B * S * Hq * dv);
     w.lse_p = front.take(sizeof(float) * B * S * Hq);
     w.kernels = front.take(kernel_bytes);
     w.size = front.size() + kAlign;  // and the base's alignment
@@ -187,49 +186,18 @@ class SolCudaPlan final : public Plan {
     const cuda::SolPooledTerms terms{r.keep, shape.nq, bias_full_, bias_last_};
     if (Diagnostics ran = cuda::sol_pooled_launch(pooled_kernel_, pooled_, pooled, terms, stream); !ran.ok())
       return ran;
-    // The pooled part in fp32, where the merge accumulates.
-    const dist::DeviceOps* ops = dist::cuda_ops();
-    dist::RowCopy widen;
-    widen.src = at(ws_.out_p);
-    widen.src_dtype = p.dtype;
-    widen.src_row_stride = Hq * dv, widen.src_head_stride = dv;
-    widen.dst = at(ws_.out_f);
-    widen.dst_dtype = DType::f32;
-    widen.dst_row_stride = Hq * dv, widen.dst_head_stride = dv;
-    widen.heads = p.heads_q;
-    widen.dim = p.head_dim_v;
-    const dist::RowRun all_rows{0, 0, B * S};
-    if (Diagnostics why = ops->copy_rows(widen, {&all_rows, 1}, stream); !why.ok()) return why;
-    // 4. out = merge(pooled, exact) by their LSE (fp32, into the pooled buffer), then into the caller's out.
-    MergeRows m;
-    m.acc_out = static_cast<float*>(at(ws_.out_f));
-    m.acc_row_stride = Hq * dv, m.acc_head_stride = dv;
-    m.acc_lse = static_cast<float*>(pooled.lse.data);
-    m.acc_lse_row_stride = Hq, m.acc_lse_head_stride = 1;
-    m.part_out = exact.out.data;
-    m.part_dtype = p.dtype;
-    m.part_row_stride = Hq * dv, m.part_head_stride = dv;
-    m.part_lse = static_cast<const float*>(exact.lse.data);
-    m.part_lse_row_stride = Hq, m.part_lse_head_stride = 1;
-    m.rows = B * S;
-    m.heads = p.heads_q;
-    m.dim = p.head_dim_v;
-    if (Diagnostics why = ops->merge(m, stream); !why.ok()) return why;
+    // 4. out = merge(pooled, exact) by their LSEs, in fp32, rounded once into the caller's out.
     const bool bhsd = p.layout == Layout::bhsd;
-    dist::RowCopy c;
-    c.src = at(ws_.out_f);
-    c.src_dtype = DType::f32;
-    c.src_row_stride = Hq * dv, c.src_head_stride = dv;
-    c.dst = t.out.data;
-    c.dst_dtype = t.out.dtype;
-    c.dst_row_stride = t.out.strides[bhsd ? 2 : 1];
-    c.dst_head_stride = t.out.strides[bhsd ? 1 : 2];
-    c.heads = p.heads_q;
-    c.dim = p.head_dim_v;
-    for (std::int64_t b = 0; b < B; ++b) {  // one run per sequence: the caller's batch stride is its own
-      const dist::RowRun run{b * S * Hq * dv, b * t.out.strides[0], S};
-      if (Diagnostics why = ops->copy_rows(c, {&run, 1}, stream); !why.ok()) return why;
-    }
+    cuda::SolMerge m;
+    m.exact = exact.out.data, m.lse_exact = static_cast<const float*>(exact.lse.data);
+    m.pooled = pooled.out.data, m.lse_pooled = static_cast<const float*>(pooled.lse.data);
+    m.dtype = p.dtype;
+    m.out = t.out.data, m.out_dtype = t.out.dtype;
+    m.out_strides[0] = t.out.strides[0];
+    m.out_strides[1] = t.out.strides[bhsd ? 2 : 1];
+    m.out_strides[2] = t.out.strides[bhsd ? 1 : 2];
+    m.batch = p.batch, m.seqlen = p.seqlen_q, m.heads = p.heads_q, m.dim = p.head_dim_v;
+    if (Diagnostics why = cuda::sol_merge(m, stream); !why.ok()) return why;
     if (stats == nullptr) return {};
     std::int32_t listed = 0;
     if (Diagnostics why = cuda::copy_to_host_and_wait(&listed, r.offsets + shape.rows, sizeof listed, stream); !why.ok())
