@@ -178,6 +178,15 @@ std::vector<RasterCase> raster_cases() {
   e.block_sparse = BlockSparse{384, 384, 1, 2};
   e.return_lse = true;
   cases.push_back({"STA's 6 x 8 x 8 tiles: 384-token blocks on 192-key tiles", e, {6, 16, 16, 6, 8, 8}, "fa3bsr192"});
+  // VSA's 4 x 4 x 4 cubes: 64-query blocks on 64 x 64 tiles, each tile one cube.
+  Problem f = video_problem({4, 16, 16}, 0, 2, 4, 2, 128, DType::bf16);
+  f.block_sparse = BlockSparse{64, 64, 1, 4};
+  f.return_lse = true;
+  cases.push_back({"VSA's 4 x 4 x 4 cubes, GQA, LSE: 64 x 64 tiles", f, {4, 16, 16, 4, 4, 4}, "fa3bsrq64"});
+  Problem h = video_problem({8, 8, 12}, 0, 2, 2, 1, 128, DType::f16);
+  h.layout = Layout::bhsd;
+  h.block_sparse = BlockSparse{64, 128, 1, 1};
+  cases.push_back({"BHSD fp16 cubes, MQA, two cubes of keys a block", h, {8, 8, 12, 4, 4, 4}, "fa3bsrq64"});
   return cases;
 }
 

@@ -135,6 +135,12 @@ TEST(SlidingTile, RasterOrderKernelChecksTheGrid) {
   planes.block_sparse = BlockSparse{384, 384, 1, 1};
   EXPECT_TRUE(make_fa3_raster_block_sparse_backend({3, 16, 32, 3, 8, 16})->check(planes, gpu).ok());
   EXPECT_EQ(family(planes, {3, 16, 32, 3, 8, 16}), "fa3bsr");
+  // VSA's 64-token cubes: 64 x 64 tiles (fa3bsrq64), each one cube; 16-token tiles still span boxes.
+  Problem cubes = p;
+  cubes.block_sparse = BlockSparse{64, 64, 1, 1};
+  EXPECT_TRUE(make_fa3_raster_block_sparse_backend({4, 16, 16, 4, 4, 4})->check(cubes, gpu).ok());
+  EXPECT_EQ(family(cubes, {4, 16, 16, 4, 4, 4}), "fa3bsrq64");
+  EXPECT_NE(refusal(cubes, {4, 16, 16, 1, 4, 4}), "");
   Problem dense = p;
   dense.block_sparse.reset();  // any token order: fa3's own kernel
   EXPECT_TRUE(make_fa3_raster_block_sparse_backend({4, 16, 16, 1, 4, 4})->check(dense, gpu).ok());

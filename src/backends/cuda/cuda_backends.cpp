@@ -75,6 +75,7 @@ AK_INFO_RENAMED(fa2bs, fa2)
 AK_INFO_RENAMED(fa2solpool, fa2bsq64)
 AK_INFO_RENAMED(fa3bsr, fa3bs)
 AK_INFO_RENAMED(fa3bsr192, fa3bs192)
+AK_INFO_RENAMED(fa3bsrq64, fa3bsq64)
 AK_INFO_RENAMED(fa3pg, fa3)
 #undef AK_INFO_OF_CONFIG
 #undef AK_INFO_RENAMED
@@ -640,10 +641,10 @@ std::unique_ptr<Backend> make_fa3_raster_block_sparse_backend(const VideoTiling&
   caps.layouts = {Layout::bshd, Layout::bhsd};
   caps.paged_kv = false;
   return std::make_unique<CudaBackend>(
-      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bsr", .sparse_wide = "fa3bsr192"},
+      "fa3", "fa3", CudaBackend::Families{.sparse = "fa3bsr", .sparse_wide = "fa3bsr192", .sparse_q64 = "fa3bsrq64"},
       "fa3 over block-sparse KV lists in tile order on video tokens in raster order (each kernel tile one TMA box "
       "of the caller's rows, out written back in raster order) at head dims " + head_dim_pairs("fa3bsr") +
-          " (192-key tiles for blocks of 192-key multiples)",
+          " (192-key tiles for blocks of 192-key multiples, 64 x 64 tiles for 64-query blocks)",
       std::move(caps), 16, tiling);
 }
 // Element-wise loads: only the element alignment is needed.

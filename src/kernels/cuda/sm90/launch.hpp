@@ -346,3 +346,6 @@ cudaError_t fa3_launch(const AttnParams& a, cudaStream_t stream) {
 #define AK_DEFINE_LAUNCHER_fa3bsr(TAG, QK, V) AK_FA3_LAUNCHER(fa3bsr, Fa3Keys128Config, true, false, true, TAG, QK, V)
 #define AK_DEFINE_LAUNCHER_fa3bsr192(TAG, QK, V) \
   AK_FA3_LAUNCHER(fa3bsr192, Fa3Keys192Config, true, false, true, TAG, QK, V)
+// fa3bsrq64: fa3bsq64 (64-query blocks on 64 x 64 tiles) over video tokens in raster order.
+#define AK_DEFINE_LAUNCHER_fa3bsrq64(TAG, QK, V) \
+  AK_FA3_LAUNCHER(fa3bsrq64, Fa3Q64Config, true, false, true, TAG, QK, V)
