@@ -403,6 +403,8 @@ class CudaBackend final : public Backend {
   // the family itself when its kernel reads them); sparse_narrow: lists whose
   // blocks the sparse family's tiles do not divide but its tiles do ("": none);
   // sparse_wide: lists whose blocks its wider key tiles divide (taken first);
+  // sparse_q64: lists in 64-query blocks that neither sparse's nor
+  // sparse_narrow's 128-row tiles divide, on 64-row tiles ("": none);
   // skip: request skip-softmax.
   struct Families {
     std::string sparse = "", sparse_narrow = "", sparse_wide = "", sparse_q64 = "", paged = "", skip = "";
