@@ -6,28 +6,16 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "attnkit/core/lse_merge.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/sol_merge.hpp"
+#include "kernels/cuda/cuda_types.hpp"
 
 namespace attnkit::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ float to_float(__half x) { return __half2float(x); }
-__device__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-__device__ void store(void* out, DType dtype, std::int64_t i, float x) {
-  if (dtype == DType::bf16)
-    static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x);
-  else if (dtype == DType::f16)
-    static_cast<__half*>(out)[i] = __float2half_rn(x);
-  else
-    static_cast<float*>(out)[i] = x;
-}
 
 // kVec elements a thread: 8 (one 16-byte load of each part) when the rows are
 // whole vectors, else 1.
@@ -58,16 +46,11 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(SolMerge m) {
     if constexpr (kVecOut) {  // 16-bit out, 16-byte aligned: one store
       T o[kVec];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        if constexpr (std::is_same_v<T, __nv_bfloat16>)
-          o[j] = __float2bfloat16_rn(r[j]);
-        else
-          o[j] = __float2half_rn(r[j]);
-      }
+      for (int j = 0; j < kVec; ++j) o[j] = from_float<T>(r[j]);
       *reinterpret_cast<uint4*>(static_cast<T*>(m.out) + dst) = *reinterpret_cast<const uint4*>(o);
     } else {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) store(m.out, m.out_dtype, dst + j, r[j]);
+      for (int j = 0; j < kVec; ++j) store_float(m.out, m.out_dtype, dst + j, r[j]);
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/device.hpp"
 #include "dist/device_ops.hpp"
+#include "kernels/cuda/cuda_types.hpp"
 
 namespace attnkit::dist {
 namespace {
@@ -18,22 +19,6 @@ constexpr std::int64_t kMaxBlocks = 4096;
 
 int blocks_for(std::int64_t work) {
   return static_cast<int>(std::max<std::int64_t>(1, std::min(kMaxBlocks, (work + kThreads - 1) / kThreads)));
-}
-
-__device__ float load(const void* p, DType t, std::int64_t i) {
-  switch (t) {
-    case DType::f16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ void store(void* p, DType t, std::int64_t i, float x) {
-  switch (t) {
-    case DType::f16: static_cast<__half*>(p)[i] = __float2half_rn(x); break;
-    case DType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x); break;
-    default: static_cast<float*>(p)[i] = x;
-  }
 }
 
 template <class T>
@@ -53,7 +38,7 @@ __global__ void copy_rows_kernel(RowCopy c, RowRun run, int elem_bytes, bool sam
     const std::int64_t s = run.src + r * c.src_row_stride + h * c.src_head_stride + e;
     const std::int64_t d = run.dst + r * c.dst_row_stride + h * c.dst_head_stride + e;
     if (!same) {
-      store(c.dst, c.dst_dtype, d, load(c.src, c.src_dtype, s));
+      cuda::store_float(c.dst, c.dst_dtype, d, cuda::load_float(c.src, c.src_dtype, s));
     } else if (elem_bytes == 4) {
       copy_element<std::uint32_t>(c, s, d);
     } else if (elem_bytes == 2) {
@@ -78,7 +63,7 @@ __global__ void merge_kernel(MergeRows m) {
   float* acc = m.acc_out + r * m.acc_row_stride + h * m.acc_head_stride;
   const std::int64_t part = r * m.part_row_stride + h * m.part_head_stride;
   for (int d = lane; d < m.dim; d += 32)
-    acc[d] = m.part_out == nullptr ? w.a * acc[d] : w.a * acc[d] + w.b * load(m.part_out, m.part_dtype, part + d);
+    acc[d] = m.part_out == nullptr ? w.a * acc[d] : w.a * acc[d] + w.b * cuda::load_float(m.part_out, m.part_dtype, part + d);
   __syncwarp();
   if (lane == 0) *lse = w.lse;
 }
