@@ -31,18 +31,21 @@ CudaSparseRunner::~CudaSparseRunner() = default;
 
 namespace {
 
-// The `fa` kernel of this GPU for one kernel problem (the call's dense
-// problem, or one of its block-sparse variants): the first of fa3, fa2 that
-// takes it, as select resolves "fa" (fa3 on Hopper, else fa2). Each problem
-// resolves on its own, so a dense run is exactly what a dense `fa` run is,
-// and a block layout fa3 cannot tile (its block-sparse instances take
-// 128-query blocks of 128-key tiles, at d128 also of 64-key tiles, sparge's
-// 128 x 64 blocks, and 64-query blocks of 64-key tiles, VSA's cubes) runs fa2's.
-// With `q64`, a block-sparse problem fa3 and fa2 refuse (off sm_90) may run on
-// fa2's 64-query-tile instances (fa2bsq64, backends/cuda/fa2_q64.hpp), which
-// the registry's fa2 does not offer: for the backends whose 64-query blocks
-// fit neither (their CUDA paths declared on their own flags).
-const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why, bool q64 = false) {
+// The kernel problems of `p` under `layouts` (the tile-ordered copies are BSHD).
+std::vector<Problem> kernel_problems(const Problem& p, const std::vector<BlockSparse>& layouts, bool tiled) {
+  std::vector<Problem> inners;
+  for (const BlockSparse& layout : layouts) {
+    Problem inner = p;
+    inner.block_sparse = layout;
+    if (tiled) inner.layout = Layout::bshd;
+    inners.push_back(inner);
+  }
+  return inners;
+}
+
+}  // namespace
+
+const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why, bool q64) {
   static const std::unique_ptr<Backend> fa2_q64 = make_fa2_q64_block_sparse_backend();
   Diagnostics tried;
   for (const char* name : {"fa3", "fa2"}) {
@@ -60,20 +63,6 @@ const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why
   why.append(tried);
   return nullptr;
 }
-
-// The kernel problems of `p` under `layouts` (the tile-ordered copies are BSHD).
-std::vector<Problem> kernel_problems(const Problem& p, const std::vector<BlockSparse>& layouts, bool tiled) {
-  std::vector<Problem> inners;
-  for (const BlockSparse& layout : layouts) {
-    Problem inner = p;
-    inner.block_sparse = layout;
-    if (tiled) inner.layout = Layout::bshd;
-    inners.push_back(inner);
-  }
-  return inners;
-}
-
-}  // namespace
 
 Diagnostics CudaSparseRunner::check_kernels(const Problem& p, const Platform& gpu,
                                             const std::vector<BlockSparse>& layouts, bool tiled, bool q64) {

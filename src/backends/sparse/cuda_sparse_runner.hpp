@@ -24,6 +24,19 @@
 
 namespace attnkit::sparse {
 
+// The `fa` kernel of this GPU for one kernel problem, null with the reasons
+// appended to `why` when none takes it. The first of fa3, fa2 that takes it,
+// as select resolves "fa" (fa3 on Hopper, else fa2). Each problem resolves on
+// its own, so a dense run is exactly what a dense `fa` run is, and a block
+// layout fa3 cannot tile (its block-sparse instances take 128-query blocks of
+// 128-key tiles, at d128 also of 64-key tiles, sparge's 128 x 64 blocks, and
+// 64-query blocks of 64-key tiles, sol's and VSA's) runs fa2's. With `q64`, a
+// block-sparse problem fa3 and fa2 refuse (off sm_90) may run on fa2's
+// 64-query-tile instances (fa2bsq64, backends/cuda/fa2_q64.hpp), which the
+// registry's fa2 does not offer: for the backends whose 64-query blocks fit
+// neither (their CUDA paths declared on their own flags).
+const Backend* flash_for(const Problem& p, const Platform& gpu, Diagnostics& why, bool q64 = false);
+
 class CudaSparseRunner final : public SparseRunner {
  public:
   // Plans for `p` (dense) and `p` under each of `layouts`; `lists` are every

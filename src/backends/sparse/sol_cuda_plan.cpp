@@ -15,9 +15,7 @@
 #include <climits>
 #include <cmath>
 
-#include "attnkit/backends/registry.hpp"
 #include "attnkit/core/block_sparse.hpp"
-#include "backends/cuda/fa2_q64.hpp"
 #include "backends/cuda/sol_merge.hpp"
 #include "backends/cuda/sol_pooled.hpp"
 #include "backends/cuda/sol_route.hpp"
@@ -39,16 +37,6 @@ Problem exact_problem(const Problem& p) {
   inner.block_sparse = SolShape::layout(p);
   inner.return_lse = true;
   return inner;
-}
-
-// The kernel of the kept tiles' 64 x 64 lists: fa3's (fa3bsq64) where it
-// takes them (sm_90 with the sm_90a instances built), else fa2's (fa2bsq64,
-// made once), whose reasons then decide.
-const Backend& exact_backend(const Problem& exact, const Platform& gpu) {
-  static const std::unique_ptr<Backend> fa2_q64 = make_fa2_q64_block_sparse_backend();
-  const Backend* fa3 = default_registry().find("fa3");
-  if (fa3 != nullptr && fa3->check(exact, gpu).ok()) return *fa3;
-  return *fa2_q64;
 }
 
 // The pooled-key kernel's problem: each query against one pooled key per tile
@@ -220,8 +208,7 @@ class SolCudaPlan final : public Plan {
 
 Diagnostics sol_cuda_kernel_refusals(const Problem& p, const Platform& gpu) {
   Diagnostics why = CudaSparseRunner::check_kernels(p, gpu, {});
-  const Problem exact = exact_problem(p);
-  why.append(exact_backend(exact, gpu).check(exact, gpu));
+  flash_for(exact_problem(p), gpu, why, /*q64=*/true);
   why.append(cuda::sol_pooled_refusals(pooled_kernel_problem(p), gpu));
   const SolShape shape = SolShape::of(p);
   if (shape.rows * shape.tiles > INT32_MAX)
@@ -238,7 +225,10 @@ Result<std::unique_ptr<Plan>> make_sol_cuda_plan(const Problem& p, const Platfor
   auto dense = CudaSparseRunner::create(p, gpu, {}, {}, std::nullopt);
   if (!dense) return dense.diagnostics();
   const Problem exact_p = exact_problem(p);
-  auto exact = exact_backend(exact_p, gpu).plan(exact_p, gpu);
+  Diagnostics no_exact;
+  const Backend* exact_flash = flash_for(exact_p, gpu, no_exact, /*q64=*/true);  // fa3bsq64 on sm_90, else fa2bsq64
+  if (exact_flash == nullptr) return no_exact;
+  auto exact = exact_flash->plan(exact_p, gpu);
   if (!exact) return exact.diagnostics();
   auto pooled = cuda::sol_pooled_kernel(pooled_kernel_problem(p), gpu);
   if (!pooled) return pooled.diagnostics();
