@@ -20,6 +20,7 @@
 #include "attnkit/core/error_stats.hpp"
 #include "attnkit/core/host_tensor.hpp"
 #include "attnkit/sparse/hybrid_window.hpp"
+#include "backends/cuda/hybrid_linear.hpp"
 #include "backends/sparse/hybrid_window_plans.hpp"
 #include "gpu/device_buffers.hpp"
 #include "sparse/hybrid_window_oracle.hpp"
@@ -98,6 +99,34 @@ TEST_F(HybridWindowGpu, CudaPlanMatchesTheCpuPlanAndTheOracle) {
                 1e-2)
           << name_of(c.p) << " against the oracle";
     }
+}
+
+// Past 2048 tokens a chunk is more than one 64-token sub-block, so the query
+// kernel walks sub-blocks inside a chunk (causal: S and z grow between them)
+// and the last sub-block of each sequence is partial: 2200 tokens (chunks of
+// 128, the last of 24 tokens), causal bf16 BSHD d128 GQA 2:1, and full fp16 BHSD d64, gated, against
+// the CPU plan (the linear branch in double there).
+TEST_F(HybridWindowGpu, LongSequencesWalkSubBlocksInsideChunks) {
+  const Platform cpu = detect_cpu_platform();
+  Problem causal = make_test_problem(2200, 2200, 2, 1, 128, DType::bf16, MaskKind::causal);
+  Problem full = make_test_problem(2200, 2200, 2, 2, 64, DType::f16, MaskKind::none);
+  full.layout = Layout::bhsd;
+  causal.has_gate = full.has_gate = true;
+  for (const Case& c : {Case{causal, {{64, 64}}, {64, 0}, true}, Case{full, {{32, 32}}, {32, 32}, false}}) {
+    ASSERT_GT(cuda::hybrid_linear_chunking(c.p.seqlen_q).chunk, 64) << name_of(c.p);
+    auto data = HostProblemData::create(c.p, {.seed = 127});
+    ASSERT_TRUE(data.ok());
+    auto plan = sparse::make_hybrid_window_cuda_plan(c.p, *gpu_, c.s);
+    ASSERT_TRUE(plan.ok()) << name_of(c.p) << ": " << plan.diagnostics().summary();
+    auto cpu_plan = sparse::make_hybrid_window_cpu_plan(c.p, cpu, c.s);
+    ASSERT_TRUE(cpu_plan.ok()) << cpu_plan.diagnostics().summary();
+    const std::vector<std::byte> gpu_out = run_on_device(**plan, data->tensors());
+    std::vector<std::byte> cpu_ws((*cpu_plan)->workspace_bytes());
+    ASSERT_TRUE((*cpu_plan)->run(data->tensors(), cpu_ws, nullptr).ok());
+    const ErrorStats e = compare_outputs(host_view_of(gpu_out, data->tensors().out), data->tensors().out);
+    EXPECT_TRUE(e.clean()) << name_of(c.p) << ": " << describe(e);
+    EXPECT_LT(e.rel_l2, 1e-2) << name_of(c.p) << ": " << describe(e);
+  }
 }
 
 // Zero gates give exactly the output without a gate, which is exactly the

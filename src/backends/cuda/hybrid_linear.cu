@@ -1,93 +1,219 @@
 // hybrid_window_attn_h3's linear branch and combine kernels (hybrid_linear.hpp).
 // The feature map and the combine are sparse/hybrid_window.hpp's, which the
-// CPU path runs too (in double; these sum in fp32, chunk by chunk).
+// CPU path runs too (in double). Here the products run on tensor cores
+// (mma.sync m16n8k16, fp32 accumulate) over sub-blocks of kRows tokens:
+//   chunk state:  S_c = phi(K)^T V,  z_c = sum_j phi(k_j)       (D x D, K = tokens)
+//   query, full:  num = phi(Q) S,    den = phi(Q) . z            (64 x D, K = D)
+//   query, causal: the same with S, z the sums of the keys before the
+//     sub-block, plus the sub-block's own keys j <= i: num += mask(phi(Q) phi(K)^T) V,
+//     den += the masked row sums; then S, z add the sub-block's keys.
+// Every mma operand is bf16 (phi(q), phi(k), v, the masked products and S):
+// S sums up to seqlen products, past fp16's range. The sums stay fp32; the
+// rounding of the operands is 2^-9 relative per element.
+// The token-serial SIMT kernels these replace took 4.5 ms (query 2.98, chunk
+// states 1.55) at 30720 tokens, 24 heads, d128, full (H100, 2026-12-07): 24
+// GFLOP each at 8-16 TFLOP/s.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "attnkit/core/attention_tensors.hpp"
 #include "attnkit/sparse/hybrid_window.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/hybrid_linear.hpp"
+#include "kernels/cuda/common/math.hpp"
 #include "kernels/cuda/cuda_types.hpp"
+#include "kernels/cuda/sm80_primitives.hpp"
 
 namespace attnkit::cuda {
 namespace {
 
+using Op = __nv_bfloat16;          // every mma operand
+constexpr int kRows = 64;          // tokens a sub-block (chunks are 64-multiples)
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kScanThreads = 256;
 
-template <class T>
-__device__ __forceinline__ float feature(const T* x, const std::int64_t* st, int b, std::int64_t i, int h, int e) {
-  return sparse::linear_feature(to_float(x[b * st[0] + i * st[1] + h * st[2] + e]));
-}
-template <class T>
-__device__ __forceinline__ float element(const T* x, const std::int64_t* st, int b, std::int64_t i, int h, int e) {
-  return to_float(x[b * st[0] + i * st[1] + h * st[2] + e]);
-}
-
-// Both kernels walk a chunk's tokens in order, each token's arithmetic
-// depending on the last. The chunk-state kernel loads the rows of kStage
-// tokens together first (every thread issuing its column's loads at once), so
-// that a token's global loads are off the serial path: 1.98 -> 1.55 ms at
-// 30720 tokens, 24 heads, d128 (768 CTAs of 960 tokens; H200, 2026-12-03).
-// The query kernel keeps one token a step: staged the same way it took 4.30 ms
-// instead of 3.04 (224 registers, 2 CTAs an SM instead of 3, and two barriers
-// a causal token). The sums keep their order.
-constexpr int kStage = 16;
-
-__device__ __forceinline__ float4 row4(const float* row, int c) {  // row + c 16-byte aligned
-  return *reinterpret_cast<const float4*>(row + c);
-}
-// acc[c] += row[c] * x for every c, in order.
+// Shapes and shared memory of the kernels for head dim D.
 template <int D>
-__device__ __forceinline__ void add_scaled_row(float (&acc)[D], const float* row, float x) {
+struct Geo {
+  static constexpr int ld = D + 8;   // operand rows padded by 16 bytes: ldmatrix's 8 rows on distinct banks
+  static constexpr int ldo = D + 4;  // fp32 rows of the staged num
+  // S update (D x D): warps kSm x kSn, each two m16 tiles (32 rows of c) x kScols columns of e.
+  static constexpr int kSm = D / 32, kSn = kWarps / kSm, kScols = D / kSn, kSnt = kScols / 8;
+  // num (64 x D): warps 4 x 2, each 16 rows x D / 2 columns.
+  static constexpr int kOnt = D / 16;
+  static constexpr int raw_bytes = kRows * D * 2;  // one tile as read (2-byte T, rows packed)
+  static constexpr int op_bytes = kRows * ld * 2;
+  static constexpr int s_bytes = D * ld * 2;
+  static_assert(kScols % 16 == 0 && D % 32 == 0);
+};
+
+// Shared memory of one kernel: `raws` raw tiles, `ops` operand tiles, then
+// (query kernels) S in bf16, z, the row denominators and the staged num.
+template <int D>
+struct Smem {
+  int raws, ops;
+  bool query;
+  __host__ __device__ constexpr int raw(int t) const { return t * Geo<D>::raw_bytes; }
+  __host__ __device__ constexpr int op(int t) const { return raws * Geo<D>::raw_bytes + t * Geo<D>::op_bytes; }
+  __host__ __device__ constexpr int s() const { return op(ops); }
+  __host__ __device__ constexpr int z() const { return s() + Geo<D>::s_bytes; }
+  __host__ __device__ constexpr int den() const { return z() + D * 4; }
+  __host__ __device__ constexpr int num() const { return den() + kRows * 4; }
+  __host__ __device__ constexpr int bytes() const { return query ? num() + kRows * Geo<D>::ldo * 4 : s(); }
+};
+
+// The rows [i0, i0 + n) of one (sequence, head) slice into a raw tile: 16-byte
+// async copies when the rows allow them (`vec`), else element loads; rows past
+// n are not read (their raw bytes are never used: to_operand zeroes them).
+template <class T, int D>
+__device__ __forceinline__ void load_raw(T* raw, const T* slice, std::int64_t row_stride, std::int64_t i0, int n,
+                                         bool vec) {
+  constexpr int kPieces = D / 8;
+#pragma unroll 1
+  for (int x = threadIdx.x; x < kRows * kPieces; x += kThreads) {
+    const int r = x / kPieces, c = (x % kPieces) * 8;
+    if (r >= n) continue;
+    const T* g = slice + (i0 + r) * row_stride + c;
+    if (vec) {
+      cp_async_16(smem_addr(raw + r * D + c), g, true);
+    } else {
 #pragma unroll
-  for (int c = 0; c < D; c += 4) {
-    const float4 f = row4(row, c);
-    acc[c] += f.x * x;
-    acc[c + 1] += f.y * x;
-    acc[c + 2] += f.z * x;
-    acc[c + 3] += f.w * x;
+      for (int k = 0; k < 8; ++k) raw[r * D + c + k] = g[k];
+    }
+  }
+  cp_async_commit();
+}
+
+// A raw tile -> a bf16 operand tile, phi applied to q and k (kFeature); rows
+// past n zero (phi(0) is 1: a padded key must add nothing).
+template <class T, int D, bool kFeature>
+__device__ __forceinline__ void to_operand(const T* raw, Op* op, int n) {
+  constexpr int kPieces = D / 8;
+#pragma unroll 1  // one piece in flight: unrolled, the causal kernel (S in registers) spilled
+  for (int x = threadIdx.x; x < kRows * kPieces; x += kThreads) {
+    const int r = x / kPieces, c = (x % kPieces) * 8;
+    alignas(16) T in[8];
+    alignas(16) Op o[8];
+    if (r < n) *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(raw + r * D + c);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float f = r < n ? to_float(in[k]) : 0.f;
+      o[k] = __float2bfloat16_rn(r < n && kFeature ? sparse::linear_feature(f) : f);
+    }
+    *reinterpret_cast<uint4*>(op + r * Geo<D>::ld + c) = *reinterpret_cast<const uint4*>(o);
   }
 }
 
-// Step 1. One CTA per (b, kv head, chunk), one thread per column e of S
-// (D accumulators in registers): S[c][e] and z[e] over the chunk's keys in order.
+// acc += phi(K)^T V over the sub-block: warp w owns rows c0 = (w % kSm) * 32
+// (two m16 tiles) and columns e0 = (w / kSm) * kScols of S.
+template <int D>
+__device__ __forceinline__ void add_state(float (&acc)[2][Geo<D>::kSnt][4], std::uint32_t k_op, std::uint32_t v_op,
+                                          int warp, int lane) {
+  using G = Geo<D>;
+  const int c0 = (warp % G::kSm) * 32, e0 = (warp / G::kSm) * G::kScols;
+#pragma unroll
+  for (int ks = 0; ks < kRows / 16; ++ks) {
+    std::uint32_t a[2][4];
+    // A = phi(K)^T from the [token][c] tile: transposed 8 x 8 loads.
+    const int ja = ks * 16 + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+      ldmatrix_x4_trans(a[mt], k_op + (ja * G::ld + c0 + mt * 16 + ((lane >> 3) & 1) * 8) * 2);
+    const int jb = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int np = 0; np < G::kSnt / 2; ++np) {
+      std::uint32_t b[4];
+      ldmatrix_x4_trans(b, v_op + (jb * G::ld + e0 + np * 16 + (lane >> 4) * 8) * 2);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma_16816<Op>(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma_16816<Op>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Element (row, col) of each accumulator register of add_state's layout.
+template <int D>
+__device__ __forceinline__ std::int64_t state_index(int warp, int lane, int mt, int nt, int reg) {
+  using G = Geo<D>;
+  const int row = (warp % G::kSm) * 32 + mt * 16 + (lane >> 2) + (reg >= 2 ? 8 : 0);
+  const int col = (warp / G::kSm) * G::kScols + nt * 8 + (lane & 3) * 2 + (reg & 1);
+  return static_cast<std::int64_t>(row) * D + col;
+}
+
+// S as bf16 into the [c][e] operand tile, from add_state's registers.
+template <int D>
+__device__ __forceinline__ void store_state_op(const float (&acc)[2][Geo<D>::kSnt][4], Op* s_op, int warp, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < Geo<D>::kSnt; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const std::int64_t x = state_index<D>(warp, lane, mt, nt, 2 * half);
+        const int row = static_cast<int>(x / D), col = static_cast<int>(x % D);
+        *reinterpret_cast<std::uint32_t*>(s_op + row * Geo<D>::ld + col) =
+            pack2<Op>(acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
+      }
+}
+
+// z += the column sums of the sub-block's phi(K) (threads < D, one column each).
+template <int D>
+__device__ __forceinline__ float column_sum(const Op* k_op) {
+  float sum = 0.f;
+  for (int j = 0; j < kRows; ++j) sum += __bfloat162float(k_op[j * Geo<D>::ld + threadIdx.x]);
+  return sum;
+}
+
+// Step 1. One CTA per (b, kv head, chunk): S and z over the chunk's keys.
 template <class T, int D>
-__global__ void __launch_bounds__(D) chunk_state_kernel(HybridLinear a) {
-  static_assert(D % 4 == 0 && D >= kStage);
-  __shared__ __align__(16) float fk[kStage][D];
-  __shared__ float sv[kStage][D];  // v[j][e], read by thread e alone
-  const int e = threadIdx.x;
+__global__ void __launch_bounds__(kThreads, 2) chunk_state_kernel(HybridLinear a, bool vec) {
+  using G = Geo<D>;
+  constexpr Smem<D> L{2, 2, false};
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* raw_k = reinterpret_cast<T*>(smem + L.raw(0));
+  T* raw_v = reinterpret_cast<T*>(smem + L.raw(1));
+  Op* k_op = reinterpret_cast<Op*>(smem + L.op(0));
+  Op* v_op = reinterpret_cast<Op*>(smem + L.op(1));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t u = blockIdx.x;  // ((b * heads_kv) + hk) * chunks + chunk
   const int chunk = static_cast<int>(u % a.chunks), hk = static_cast<int>(u / a.chunks % a.heads_kv),
             b = static_cast<int>(u / a.chunks / a.heads_kv);
-  const T* k = static_cast<const T*>(a.k);
-  const T* v = static_cast<const T*>(a.v);
-  float acc[D];
-#pragma unroll
-  for (int c = 0; c < D; ++c) acc[c] = 0.f;
-  float z = 0.f;
+  const T* k = static_cast<const T*>(a.k) + b * a.k_strides[0] + hk * a.k_strides[2];
+  const T* v = static_cast<const T*>(a.v) + b * a.v_strides[0] + hk * a.v_strides[2];
   const std::int64_t j0 = static_cast<std::int64_t>(chunk) * a.chunk,
                      j1 = min(static_cast<std::int64_t>(a.seqlen), j0 + a.chunk);
-  for (std::int64_t s0 = j0; s0 < j1; s0 += kStage) {
-    const int n = static_cast<int>(min(static_cast<std::int64_t>(kStage), j1 - s0));
-    __syncthreads();  // the previous stage's reads of fk are done
-#pragma unroll
-    for (int t = 0; t < kStage; ++t) {
-      if (t < n) {
-        fk[t][e] = feature(k, a.k_strides, b, s0 + t, hk, e);
-        sv[t][e] = element(v, a.v_strides, b, s0 + t, hk, e);
-      }
+  float acc[2][G::kSnt][4] = {};
+  float z = 0.f;
+  auto rows_at = [&](std::int64_t s) { return static_cast<int>(min(static_cast<std::int64_t>(kRows), j1 - s)); };
+  load_raw<T, D>(raw_k, k, a.k_strides[1], j0, rows_at(j0), vec);
+  load_raw<T, D>(raw_v, v, a.v_strides[1], j0, rows_at(j0), vec);
+  for (std::int64_t s = j0; s < j1; s += kRows) {
+    cp_async_wait<0>();
+    __syncthreads();  // the raw tiles are in; the previous sub-block's operands are read
+    to_operand<T, D, true>(raw_k, k_op, rows_at(s));
+    to_operand<T, D, false>(raw_v, v_op, rows_at(s));
+    __syncthreads();  // the operands are written, the raw tiles free
+    if (s + kRows < j1) {
+      load_raw<T, D>(raw_k, k, a.k_strides[1], s + kRows, rows_at(s + kRows), vec);
+      load_raw<T, D>(raw_v, v, a.v_strides[1], s + kRows, rows_at(s + kRows), vec);
     }
-    __syncthreads();
-    for (int t = 0; t < n; ++t) {
-      add_scaled_row(acc, fk[t], sv[t][e]);
-      z += fk[t][e];
-    }
+    add_state<D>(acc, smem_addr(k_op), smem_addr(v_op), warp, lane);
+    if (threadIdx.x < D) z += column_sum<D>(k_op);
   }
-  float* s = a.state + u * (D * D + D);
+  float* out = a.state + u * (D * D + D);
 #pragma unroll
-  for (int c = 0; c < D; ++c) s[c * D + e] = acc[c];
-  s[D * D + e] = z;
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < G::kSnt; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        *reinterpret_cast<float2*>(out + state_index<D>(warp, lane, mt, nt, 2 * half)) =
+            make_float2(acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
+  if (threadIdx.x < D) out[D * D + threadIdx.x] = z;
 }
 
 // Step 2. Per (b, kv head) and state element, over the chunks in order:
@@ -106,71 +232,238 @@ __global__ void __launch_bounds__(kScanThreads) scan_state_kernel(HybridLinear a
   if (!a.causal) s[0] = run;
 }
 
-// Step 3. One CTA per (b, query head, chunk), one thread per column e: the
-// chunk's queries in order, causal adding key i to the running state first.
-template <class T, int D>
-__global__ void __launch_bounds__(D) query_kernel(HybridLinear a) {
-  __shared__ __align__(16) float fq[D];
-  __shared__ __align__(16) float fk[D];
-  __shared__ __align__(16) float z[D];
-  const int e = threadIdx.x;
+// Step 3. One CTA per (b, query head, chunk): the chunk's queries in
+// sub-blocks; causal, each sub-block's own keys and then S += them.
+template <class T, int D, bool kCausal>
+__global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(HybridLinear a, bool vec, bool vec_io) {
+  using G = Geo<D>;
+  constexpr Smem<D> L{kCausal ? 3 : 1, kCausal ? 3 : 1, true};
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* raw_q = reinterpret_cast<T*>(smem + L.raw(0));
+  Op* q_op = reinterpret_cast<Op*>(smem + L.op(0));
+  Op* s_op = reinterpret_cast<Op*>(smem + L.s());
+  float* z_s = reinterpret_cast<float*>(smem + L.z());
+  float* den_s = reinterpret_cast<float*>(smem + L.den());
+  float* num_s = reinterpret_cast<float*>(smem + L.num());
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t u = blockIdx.x;  // ((b * heads_q) + h) * chunks + chunk
   const int chunk = static_cast<int>(u % a.chunks), h = static_cast<int>(u / a.chunks % a.heads_q),
             b = static_cast<int>(u / a.chunks / a.heads_q), hk = h / (a.heads_q / a.heads_kv);
-  const float* s =
-      a.state + ((static_cast<std::int64_t>(b) * a.heads_kv + hk) * a.chunks + (a.causal ? chunk : 0)) * (D * D + D);
-  float acc[D];
-#pragma unroll
-  for (int c = 0; c < D; ++c) acc[c] = s[c * D + e];
-  z[e] = s[D * D + e];
-  const T* q = static_cast<const T*>(a.q);
-  const T* k = static_cast<const T*>(a.k);
-  const T* v = static_cast<const T*>(a.v);
-  const T* window = static_cast<const T*>(a.window);
-  T* out = static_cast<T*>(a.out);
+  const float* state =
+      a.state + ((static_cast<std::int64_t>(b) * a.heads_kv + hk) * a.chunks + (kCausal ? chunk : 0)) * (D * D + D);
+  const T* q = static_cast<const T*>(a.q) + b * a.q_strides[0] + h * a.q_strides[2];
+  const T* k = static_cast<const T*>(a.k) + b * a.k_strides[0] + hk * a.k_strides[2];
+  const T* v = static_cast<const T*>(a.v) + b * a.v_strides[0] + hk * a.v_strides[2];
   const std::int64_t i0 = static_cast<std::int64_t>(chunk) * a.chunk,
                      i1 = min(static_cast<std::int64_t>(a.seqlen), i0 + a.chunk);
-  for (std::int64_t i = i0; i < i1; ++i) {
-    __syncthreads();  // the previous query's reads of fq, fk, z are done
-    fq[e] = feature(q, a.q_strides, b, i, h, e);
-    if (a.causal) {
-      fk[e] = feature(k, a.k_strides, b, i, hk, e);
-      z[e] += fk[e];
+  auto rows_at = [&](std::int64_t s) { return static_cast<int>(min(static_cast<std::int64_t>(kRows), i1 - s)); };
+  auto load = [&](std::int64_t s) {
+    load_raw<T, D>(raw_q, q, a.q_strides[1], s, rows_at(s), vec);
+    if constexpr (kCausal) {
+      load_raw<T, D>(reinterpret_cast<T*>(smem + L.raw(1)), k, a.k_strides[1], s, rows_at(s), vec);
+      load_raw<T, D>(reinterpret_cast<T*>(smem + L.raw(2)), v, a.v_strides[1], s, rows_at(s), vec);
     }
-    __syncthreads();
-    if (a.causal) add_scaled_row(acc, fk, element(v, a.v_strides, b, i, hk, e));
-    float num = 0.f, den = 0.f;
+  };
+  load(i0);
+
+  // S (the keys before the chunk, or all of them) as the bf16 operand; causal also in fp32 registers.
+  [[maybe_unused]] float acc_s[2][G::kSnt][4];
+  if constexpr (kCausal) {
 #pragma unroll
-    for (int c = 0; c < D; c += 4) {
-      const float4 f = row4(fq, c), w = row4(z, c);
-      num += f.x * acc[c];
-      den += f.x * w.x;
-      num += f.y * acc[c + 1];
-      den += f.y * w.y;
-      num += f.z * acc[c + 2];
-      den += f.z * w.z;
-      num += f.w * acc[c + 3];
-      den += f.w * w.w;
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < G::kSnt; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float2 p = *reinterpret_cast<const float2*>(state + state_index<D>(warp, lane, mt, nt, 2 * half));
+          acc_s[mt][nt][2 * half] = p.x, acc_s[mt][nt][2 * half + 1] = p.y;
+        }
+    store_state_op<D>(acc_s, s_op, warp, lane);
+  } else {
+    for (int x = threadIdx.x; x < D * D / 4; x += kThreads) {
+      const float4 p = reinterpret_cast<const float4*>(state)[x];
+      const int row = 4 * x / D, col = 4 * x % D;
+      *reinterpret_cast<uint2*>(s_op + row * G::ld + col) = make_uint2(pack2<Op>(p.x, p.y), pack2<Op>(p.z, p.w));
     }
-    const float g = a.gate[gate_offset(a.layout, a.gate_strides, b, h, i, 0)];
-    const float soft = element(window, a.window_strides, b, i, h, e);
-    out[b * a.out_strides[0] + i * a.out_strides[1] + h * a.out_strides[2] + e] =
-        from_float<T>(sparse::hybrid_combine(soft, g, num, den));
   }
+  if (threadIdx.x < D) z_s[threadIdx.x] = state[D * D + threadIdx.x];
+
+  const int wm = warp % 4, wn = warp / 4;  // num's warp tile: rows wm * 16, columns wn * D / 2
+  for (std::int64_t s = i0; s < i1; s += kRows) {
+    const int n = rows_at(s);
+    cp_async_wait<0>();
+    __syncthreads();  // raw tiles in; the previous sub-block's operands, S, z, den and num read
+    to_operand<T, D, true>(raw_q, q_op, n);
+    if constexpr (kCausal) {
+      to_operand<T, D, true>(reinterpret_cast<const T*>(smem + L.raw(1)), reinterpret_cast<Op*>(smem + L.op(1)), n);
+      to_operand<T, D, false>(reinterpret_cast<const T*>(smem + L.raw(2)), reinterpret_cast<Op*>(smem + L.op(2)), n);
+    }
+    __syncthreads();  // operands written, raw tiles free
+    if (s + kRows < i1) load(s + kRows);
+
+    // den = phi(q) . z: four threads a row, a quarter of the dims each.
+    {
+      const int row = threadIdx.x / 4, part = threadIdx.x % 4;
+      float sum = 0.f;
+      for (int c = part * (D / 4); c < (part + 1) * (D / 4); ++c)
+        sum += __bfloat162float(q_op[row * G::ld + c]) * z_s[c];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (part == 0) den_s[row] = sum;
+    }
+
+    const std::uint32_t q_addr = smem_addr(q_op), s_addr = smem_addr(s_op);
+    auto q_fragment = [&](std::uint32_t (&af)[4], int ks) {
+      ldmatrix_x4(af, q_addr + ((wm * 16 + (lane & 15)) * G::ld + ks * 16 + (lane >> 4) * 8) * 2);
+    };
+    // Causal: P = mask(phi(Q) phi(K)^T) for this warp's 16 rows and the
+    // sub-block's 64 keys j <= i (the same token offsets for both), its fp32
+    // row sums, and P in bf16 as the A fragments of k-steps of 16 keys. Done
+    // before num, so that P's fp32 accumulators are gone when num's are live
+    // (the causal kernel holds S in registers too).
+    [[maybe_unused]] std::uint32_t pa[kRows / 16][4];
+    [[maybe_unused]] float sum0 = 0.f, sum1 = 0.f;
+    const int r0 = wm * 16 + (lane >> 2);
+    if constexpr (kCausal) {
+      float acc_p[kRows / 8][4] = {};
+      const std::uint32_t k_addr = smem_addr(smem + L.op(1));
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        std::uint32_t af[4];
+        q_fragment(af, ks);
+#pragma unroll
+        for (int np = 0; np < kRows / 16; ++np) {
+          std::uint32_t bf[4];
+          ldmatrix_x4(bf, k_addr + ((np * 16 + (lane & 7) + (lane >> 4) * 8) * G::ld + ks * 16 + ((lane >> 3) & 1) * 8) * 2);
+          mma_16816<Op>(acc_p[2 * np], af, bf[0], bf[1]);
+          mma_16816<Op>(acc_p[2 * np + 1], af, bf[2], bf[3]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kRows / 8; ++nt)
+#pragma unroll
+        for (int reg = 0; reg < 4; ++reg) {
+          const int row = r0 + (reg >= 2 ? 8 : 0), col = nt * 8 + (lane & 3) * 2 + (reg & 1);
+          if (col > row) acc_p[nt][reg] = 0.f;
+          (reg >= 2 ? sum1 : sum0) += acc_p[nt][reg];
+        }
+      sum0 = quad_sum(sum0), sum1 = quad_sum(sum1);
+#pragma unroll
+      for (int kb = 0; kb < kRows / 16; ++kb) {
+        pa[kb][0] = pack2<Op>(acc_p[2 * kb][0], acc_p[2 * kb][1]);
+        pa[kb][1] = pack2<Op>(acc_p[2 * kb][2], acc_p[2 * kb][3]);
+        pa[kb][2] = pack2<Op>(acc_p[2 * kb + 1][0], acc_p[2 * kb + 1][1]);
+        pa[kb][3] = pack2<Op>(acc_p[2 * kb + 1][2], acc_p[2 * kb + 1][3]);
+      }
+    }
+
+    // num = phi(Q) S.
+    float acc_o[G::kOnt][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      std::uint32_t af[4];
+      q_fragment(af, ks);
+      const int cb = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int np = 0; np < G::kOnt / 2; ++np) {
+        std::uint32_t bf[4];
+        ldmatrix_x4_trans(bf, s_addr + (cb * G::ld + wn * (D / 2) + np * 16 + (lane >> 4) * 8) * 2);
+        mma_16816<Op>(acc_o[2 * np], af, bf[0], bf[1]);
+        mma_16816<Op>(acc_o[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    if constexpr (kCausal) {
+      __syncthreads();  // den_s holds phi(q) . z; every warp is done with S and z
+      if (wn == 0 && (lane & 3) == 0) den_s[r0] += sum0, den_s[r0 + 8] += sum1;
+      // num += P V.
+      const std::uint32_t v_addr = smem_addr(smem + L.op(2));
+#pragma unroll
+      for (int kb = 0; kb < kRows / 16; ++kb) {
+        const int jb = kb * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+        for (int np = 0; np < G::kOnt / 2; ++np) {
+          std::uint32_t bf[4];
+          ldmatrix_x4_trans(bf, v_addr + (jb * G::ld + wn * (D / 2) + np * 16 + (lane >> 4) * 8) * 2);
+          mma_16816<Op>(acc_o[2 * np], pa[kb], bf[0], bf[1]);
+          mma_16816<Op>(acc_o[2 * np + 1], pa[kb], bf[2], bf[3]);
+        }
+      }
+    }
+    // num -> shared memory, then out = window + gate * num / den with 8 elements a thread.
+#pragma unroll
+    for (int nt = 0; nt < G::kOnt; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = wm * 16 + (lane >> 2) + half * 8, col = wn * (D / 2) + nt * 8 + (lane & 3) * 2;
+        *reinterpret_cast<float2*>(num_s + row * G::ldo + col) = make_float2(acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
+      }
+    if constexpr (kCausal) {  // the sub-block's keys join S and z for the next sub-block (num is out of registers)
+      add_state<D>(acc_s, smem_addr(smem + L.op(1)), smem_addr(smem + L.op(2)), warp, lane);
+      store_state_op<D>(acc_s, s_op, warp, lane);
+      if (threadIdx.x < D) z_s[threadIdx.x] += column_sum<D>(reinterpret_cast<const Op*>(smem + L.op(1)));
+    }
+    __syncthreads();  // num and den complete
+    const T* window = static_cast<const T*>(a.window);
+    T* out = static_cast<T*>(a.out);
+    for (int x = threadIdx.x; x < n * (D / 8); x += kThreads) {
+      const int r = x / (D / 8), e0 = (x % (D / 8)) * 8;
+      const std::int64_t i = s + r;
+      const float g = a.gate[gate_offset(a.layout, a.gate_strides, b, h, i, 0)], den = den_s[r];
+      const std::int64_t w_at = b * a.window_strides[0] + i * a.window_strides[1] + h * a.window_strides[2] + e0;
+      const std::int64_t o_at = b * a.out_strides[0] + i * a.out_strides[1] + h * a.out_strides[2] + e0;
+      alignas(16) T soft[8], res[8];
+      if (vec_io) {
+        *reinterpret_cast<uint4*>(soft) = *reinterpret_cast<const uint4*>(window + w_at);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) soft[k] = window[w_at + k];
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        res[k] = from_float<T>(sparse::hybrid_combine(to_float(soft[k]), g, num_s[r * G::ldo + e0 + k], den));
+      if (vec_io) {
+        *reinterpret_cast<uint4*>(out + o_at) = *reinterpret_cast<const uint4*>(res);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) out[o_at + k] = res[k];
+      }
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+bool rows_of_8(const std::int64_t (&st)[3]) { return st[0] % 8 == 0 && st[1] % 8 == 0 && st[2] % 8 == 0; }
+
+template <class Kernel>
+Diagnostics launch(Kernel kernel, unsigned grid, int smem, cudaStream_t st, const char* what, auto... args) {
+  if (Diagnostics why = check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), what);
+      !why.ok())
+    return why;
+  kernel<<<grid, kThreads, smem, st>>>(args...);
+  return check_cuda(cudaGetLastError(), what);
 }
 
 template <class T, int D>
 Diagnostics queue(const HybridLinear& a, cudaStream_t st) {
   const unsigned kv_units = static_cast<unsigned>(static_cast<std::int64_t>(a.batch) * a.heads_kv * a.chunks);
   const unsigned q_units = static_cast<unsigned>(static_cast<std::int64_t>(a.batch) * a.heads_q * a.chunks);
-  chunk_state_kernel<T, D><<<kv_units, D, 0, st>>>(a);
-  if (Diagnostics why = check_cuda(cudaGetLastError(), "hybrid_window chunk state launch"); !why.ok()) return why;
+  // 16-byte copies of q, k, v rows; 16-byte loads and stores of the window and out rows.
+  const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && rows_of_8(a.q_strides) &&
+                   rows_of_8(a.k_strides) && rows_of_8(a.v_strides);
+  const bool vec_io = aligned16(a.window) && aligned16(a.out) && rows_of_8(a.window_strides) && rows_of_8(a.out_strides);
+  if (Diagnostics why = launch(chunk_state_kernel<T, D>, kv_units, Smem<D>{2, 2, false}.bytes(), st,
+                               "hybrid_window chunk state launch", a, vec);
+      !why.ok())
+    return why;
   const dim3 scan_grid(static_cast<unsigned>(static_cast<std::int64_t>(a.batch) * a.heads_kv),
                        static_cast<unsigned>((D * D + D + kScanThreads - 1) / kScanThreads));
   scan_state_kernel<<<scan_grid, kScanThreads, 0, st>>>(a);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "hybrid_window state scan launch"); !why.ok()) return why;
-  query_kernel<T, D><<<q_units, D, 0, st>>>(a);
-  return check_cuda(cudaGetLastError(), "hybrid_window linear branch launch");
+  if (a.causal)
+    return launch(query_kernel<T, D, true>, q_units, Smem<D>{3, 3, true}.bytes(), st,
+                  "hybrid_window linear branch launch", a, vec, vec_io);
+  return launch(query_kernel<T, D, false>, q_units, Smem<D>{1, 1, true}.bytes(), st,
+                "hybrid_window linear branch launch", a, vec, vec_io);
 }
 
 template <class T>

@@ -1,16 +1,17 @@
 #pragma once
 // hybrid_window_attn_h3's linear branch and combine on the GPU
 // (docs/sparse.md section 5c): out = window_softmax + gate * phi(q) . S / (phi(q) . z)
-// with phi = elu + 1 (sparse/hybrid_window.hpp, the CPU path's formulas), in
-// fp32. The sequence is cut into `chunks` chunks of `chunk` tokens per
-// (sequence, kv head):
-//   1. per chunk, the sums of phi(k_j) v_j^T and phi(k_j) over its keys;
+// with phi = elu + 1 (sparse/hybrid_window.hpp, the CPU path's formulas), on
+// tensor cores with bf16 operands and fp32 sums. The sequence is cut into
+// `chunks` chunks of `chunk` tokens per (sequence, kv head), each walked in
+// sub-blocks of 64 tokens:
+//   1. per chunk, S = phi(K)^T V and z = sum of phi(k_j) over its keys;
 //   2. per (sequence, kv head), over the chunks in order: causal, each chunk's
 //      state becomes the sum of the chunks before it (an exclusive scan); full,
 //      the first chunk's becomes the sum of all;
-//   3. per (sequence, query head, chunk), the queries in order: causal, the
-//      running state adds key i before query i reads it; full, the total;
-//      then out = hybrid_combine(window, gate, num, den), rounded once.
+//   3. per (sequence, query head, chunk), each sub-block: phi(Q) S and phi(Q) . z;
+//      causal adds the sub-block's own keys j <= i and then adds them to S and
+//      z; out = hybrid_combine(window, gate, num, den), rounded once.
 // Kernels on the caller's stream in buffers the caller laid out in its
 // workspace: nothing allocated, nothing synchronised, capturable. Plain C++
 // declarations; the kernels are hybrid_linear.cu.
