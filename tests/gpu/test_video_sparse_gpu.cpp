@@ -3,8 +3,9 @@
 // exactly: both run sparse/video_sparse_rule.hpp's arithmetic), outputs and
 // statistics against the CPU plan and the fp64 oracle, with and without the
 // gate (zero gates bit-identical to no gate), two sequences, GQA, BSHD /
-// BHSD, bf16 / fp16, a non-cubic grid; a poisoned workspace and output; a
-// CUDA-graph capture; a workspace one byte short. The plans are made directly
+// BHSD, bf16 / fp16, a non-cubic grid; a poisoned workspace and output; an
+// out off the combine's vector alignment; a CUDA-graph capture; a workspace
+// one byte short. The plans are made directly
 // (make_video_sparse_cuda_plan / make_video_sparse_cpu_plan), so these tests
 // run whether or not the backend declares its CUDA path
 // (video_sparse_backend.cpp kVideoSparseCudaVerified). Skips without a GPU.
@@ -237,6 +238,48 @@ TEST_F(VideoSparseGpu, PoisonedWorkspaceAndOutput) {
       const std::vector<std::byte> again = g.dev.out();
       EXPECT_EQ(std::memcmp(again.data(), clean.data(), clean.size()), 0)
           << name_of(p) << ", poison 0x" << std::hex << poison;
+    }
+  }
+}
+
+// The combine writes the caller's out in 16-byte vectors where it can; an out
+// one element off that alignment, or with rows padded to head_dim + 1
+// elements (no stride a multiple of 8), takes the element stores and the same bits.
+TEST_F(VideoSparseGpu, OutputOffTheVectorAlignmentHasTheSameBits) {
+  for (const Problem& p : problems()) {
+    auto plan = sparse::make_video_sparse_cuda_plan(p, *gpu_, settings()[1]);
+    ASSERT_TRUE(plan.ok()) << plan.diagnostics().summary();
+    auto data = video_like_data(p, 101);
+    ASSERT_TRUE(data.ok());
+    GatedBinding g(data->tensors());
+    DeviceWorkspace ws((*plan)->workspace_bytes());
+    ASSERT_TRUE((*plan)->run(g.dev.t, ws.span(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<std::byte> aligned = g.dev.out();
+    const TensorView dense = g.dev.t.out;
+    const std::size_t elem = dtype_size(dense.dtype);
+    for (const bool padded : {false, true}) {
+      TensorView out = dense;
+      if (padded) {  // strides of the dense shape with the last dim's rows one element longer
+        out.strides[out.rank - 2] = out.shape[out.rank - 1] + 1;
+        for (int i = out.rank - 3; i >= 0; --i) out.strides[i] = out.strides[i + 1] * out.shape[i + 1];
+      }
+      DeviceWorkspace buffer(static_cast<std::size_t>(out.span_bytes()) + 16);
+      ASSERT_EQ(cudaMemset(buffer.data, 0xFF, buffer.bytes), cudaSuccess);
+      out.data = static_cast<std::byte*>(buffer.data) + (padded ? 0 : elem);
+      AttentionTensors t = g.dev.t;
+      t.out = out;
+      ASSERT_TRUE((*plan)->run(t, ws.span(), nullptr).ok());
+      std::vector<std::byte> span(static_cast<std::size_t>(out.span_bytes()));
+      ASSERT_EQ(cudaMemcpy(span.data(), out.data, span.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      std::vector<std::byte> got(aligned.size());  // out's elements in the dense order
+      for (std::int64_t x = 0; x < dense.numel(); ++x) {
+        std::int64_t at = 0, rest = x;
+        for (int i = out.rank - 1; i >= 0; --i) at += rest % out.shape[i] * out.strides[i], rest /= out.shape[i];
+        std::memcpy(got.data() + x * elem, span.data() + at * elem, elem);
+      }
+      EXPECT_EQ(std::memcmp(got.data(), aligned.data(), got.size()), 0)
+          << name_of(p) << (padded ? ", rows padded" : ", one element off");
     }
   }
 }

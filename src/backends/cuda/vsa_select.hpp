@@ -31,7 +31,7 @@ struct VsaSelect {
   float* q_mean = nullptr;         // [rows, head_dim]
   float* k_mean = nullptr;         // [kv, head_dim]
   float* v_mean = nullptr;         // [kv, head_dim_v]
-  double* scores = nullptr;        // [rows, cubes]: the coarse scores, then their softmax weights
+  double* scores = nullptr;        // [rows, cubes]: the coarse pass's scores of key cubes past the first 512 of a row (fewer stay in registers)
   float* coarse = nullptr;         // [rows, head_dim_v]: the coarse output
   std::uint8_t* flags = nullptr;   // [rows, cubes]: kept key cubes
   std::int32_t* counts = nullptr;  // [rows]
