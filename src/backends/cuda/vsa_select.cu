@@ -70,14 +70,6 @@ constexpr int kDimsPerLane = 4;
 constexpr int kVDims = 32 * kDimsPerLane;
 static_assert(kChunk == 32, "a chunk's key cubes are a warp's lanes");
 
-// sparse::vsa_cube_score with q's mean widened to double once, at staging
-// (exact), not per key cube: the same products and sums in the same order.
-__device__ __forceinline__ double cube_score(const double* q_mean, const float* k_mean, int d, double scale) {
-  double dot = 0.0;
-  for (int e = 0; e < d; ++e) dot = unfused_add(dot, unfused_mul(q_mean[e], static_cast<double>(k_mean[e])));
-  return unfused_mul(scale, dot);
-}
-
 // The coarse pass of kRowsPerCta query cubes a of one (sequence, head), warp
 // w taking query cube a0 + w:
 //   1. C[a, c] for every key cube c (each lane one key cube of the staged
@@ -137,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
       for (int l = warp; l < chunk; l += kRowsPerCta)  // a warp a key cube's row, no divisions
         for (int e = lane; e < d; e += 32) stage[l * (d + 1) + e] = s.k_mean[(kv0 + c0 + l) * d + e];
       __syncthreads();
-      if (active && lane < chunk) set_score(j, cube_score(q_s + warp * d, stage + lane * (d + 1), d, s.scale));
+      if (active && lane < chunk) set_score(j, sparse::vsa_cube_score(q_s + warp * d, stage + lane * (d + 1), d, s.scale));
     }
     // 2. Keys past the cubes are 0, below every candidate (each has a bit set).
     std::uint64_t key[kRegChunks];
