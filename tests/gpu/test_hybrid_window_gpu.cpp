@@ -73,59 +73,53 @@ std::vector<std::byte> run_on_device(const Plan& plan, const AttentionTensors& t
   return g.dev.out();
 }
 
-// Outputs against the CPU plan (the GPU rounds the window branch to q's dtype
-// before the gated linear branch is added, and sums the linear branch in fp32
-// by chunks) and the fp64 oracle (1e-2 at 16 bits, as the CPU path's bf16
-// bound in docs/sparse.md), with and without the gate.
+// Case c's CUDA plan and its CPU plan on one seeded input: the GPU output
+// within `bound` of the CPU plan's (the GPU rounds the window branch to q's
+// dtype before the gated linear branch is added, and its linear branch sums in
+// fp32 by sub-blocks and chunks with bf16 operands) and, with `oracle`, within
+// 1e-2 of the fp64 oracle (as the CPU path's bf16 bound in docs/sparse.md).
+void expect_matches_cpu_plan(const Case& c, const Platform& gpu, ProblemDataOptions data_options, double bound,
+                             bool oracle) {
+  auto data = HostProblemData::create(c.p, data_options);
+  ASSERT_TRUE(data.ok());
+  auto plan = sparse::make_hybrid_window_cuda_plan(c.p, gpu, c.s);
+  ASSERT_TRUE(plan.ok()) << name_of(c.p) << ": " << plan.diagnostics().summary();
+  auto cpu_plan = sparse::make_hybrid_window_cpu_plan(c.p, detect_cpu_platform(), c.s);
+  ASSERT_TRUE(cpu_plan.ok()) << cpu_plan.diagnostics().summary();
+  const std::vector<std::byte> gpu_out = run_on_device(**plan, data->tensors());
+  std::vector<std::byte> cpu_ws((*cpu_plan)->workspace_bytes());
+  ASSERT_TRUE((*cpu_plan)->run(data->tensors(), cpu_ws, nullptr).ok());
+  const TensorView got = host_view_of(gpu_out, data->tensors().out);
+  const ErrorStats e = compare_outputs(got, data->tensors().out);
+  EXPECT_TRUE(e.clean()) << name_of(c.p) << ": " << describe(e);
+  EXPECT_LT(e.rel_l2, bound) << name_of(c.p) << ": " << describe(e);
+  if (oracle)
+    EXPECT_LT(rel_l2(bshd_doubles(c.p, got), hybrid_window_oracle(c.p, data->tensors(), c.window, c.causal_linear)), 1e-2)
+        << name_of(c.p) << " against the oracle";
+}
+
+// The cases with and without the gate, against the CPU plan and the oracle.
 TEST_F(HybridWindowGpu, CudaPlanMatchesTheCpuPlanAndTheOracle) {
-  const Platform cpu = detect_cpu_platform();
   for (Case c : cases())
     for (bool gated : {true, false}) {
       c.p.has_gate = gated;
-      auto data = HostProblemData::create(c.p, {.seed = 101});
-      ASSERT_TRUE(data.ok());
-      auto plan = sparse::make_hybrid_window_cuda_plan(c.p, *gpu_, c.s);
-      ASSERT_TRUE(plan.ok()) << name_of(c.p) << ": " << plan.diagnostics().summary();
-      auto cpu_plan = sparse::make_hybrid_window_cpu_plan(c.p, cpu, c.s);
-      ASSERT_TRUE(cpu_plan.ok()) << cpu_plan.diagnostics().summary();
-      const std::vector<std::byte> gpu_out = run_on_device(**plan, data->tensors());
-      std::vector<std::byte> cpu_ws((*cpu_plan)->workspace_bytes());
-      ASSERT_TRUE((*cpu_plan)->run(data->tensors(), cpu_ws, nullptr).ok());
-      const TensorView got = host_view_of(gpu_out, data->tensors().out);
-      const ErrorStats e = compare_outputs(got, data->tensors().out);
-      EXPECT_TRUE(e.clean()) << name_of(c.p) << ": " << describe(e);
-      EXPECT_LT(e.rel_l2, 2e-2) << name_of(c.p) << ": " << describe(e);
-      EXPECT_LT(rel_l2(bshd_doubles(c.p, got), hybrid_window_oracle(c.p, data->tensors(), c.window, c.causal_linear)),
-                1e-2)
-          << name_of(c.p) << " against the oracle";
+      expect_matches_cpu_plan(c, *gpu_, {.seed = 101}, 2e-2, true);
     }
 }
 
 // Past 2048 tokens a chunk is more than one 64-token sub-block, so the query
 // kernel walks sub-blocks inside a chunk (causal: S and z grow between them)
 // and the last sub-block of each sequence is partial: 2200 tokens (chunks of
-// 128, the last of 24 tokens), causal bf16 BSHD d128 GQA 2:1, and full fp16 BHSD d64, gated, against
-// the CPU plan (the linear branch in double there).
+// 128, the last of 24 tokens), causal bf16 BSHD d128 GQA 2:1, and full fp16
+// BHSD d64, gated, against the CPU plan (the linear branch in double there).
 TEST_F(HybridWindowGpu, LongSequencesWalkSubBlocksInsideChunks) {
-  const Platform cpu = detect_cpu_platform();
   Problem causal = make_test_problem(2200, 2200, 2, 1, 128, DType::bf16, MaskKind::causal);
   Problem full = make_test_problem(2200, 2200, 2, 2, 64, DType::f16, MaskKind::none);
   full.layout = Layout::bhsd;
   causal.has_gate = full.has_gate = true;
   for (const Case& c : {Case{causal, {{64, 64}}, {64, 0}, true}, Case{full, {{32, 32}}, {32, 32}, false}}) {
     ASSERT_GT(cuda::hybrid_linear_chunking(c.p.seqlen_q).chunk, 64) << name_of(c.p);
-    auto data = HostProblemData::create(c.p, {.seed = 127});
-    ASSERT_TRUE(data.ok());
-    auto plan = sparse::make_hybrid_window_cuda_plan(c.p, *gpu_, c.s);
-    ASSERT_TRUE(plan.ok()) << name_of(c.p) << ": " << plan.diagnostics().summary();
-    auto cpu_plan = sparse::make_hybrid_window_cpu_plan(c.p, cpu, c.s);
-    ASSERT_TRUE(cpu_plan.ok()) << cpu_plan.diagnostics().summary();
-    const std::vector<std::byte> gpu_out = run_on_device(**plan, data->tensors());
-    std::vector<std::byte> cpu_ws((*cpu_plan)->workspace_bytes());
-    ASSERT_TRUE((*cpu_plan)->run(data->tensors(), cpu_ws, nullptr).ok());
-    const ErrorStats e = compare_outputs(host_view_of(gpu_out, data->tensors().out), data->tensors().out);
-    EXPECT_TRUE(e.clean()) << name_of(c.p) << ": " << describe(e);
-    EXPECT_LT(e.rel_l2, 1e-2) << name_of(c.p) << ": " << describe(e);
+    expect_matches_cpu_plan(c, *gpu_, {.seed = 127}, 1e-2, false);
   }
 }
 
