@@ -107,6 +107,29 @@ TEST(HybridWindow, CudaPathKernelsExistForItsShapes) {
   }
 }
 
+// The linear branch's kernels size their shared memory by head dim and mask:
+// the causal d128 one (134 KB) does not fit the 99 KB a CTA gets on sm_86 /
+// 89 / 120, which is AK2102 at check time, not a failed launch; the full d128
+// and every d64 one fit there, and everything fits sm_80 and sm_90. Without a
+// gate the branch does not run, so nothing is refused.
+TEST(HybridWindow, LinearBranchSharedMemoryFitsTheGpu) {
+  for (const char* name : {"cuda:sm86", "cuda:sm89", "cuda:sm120", "cuda:sm80", "cuda:sm90"}) {
+    auto gpu = parse_platform(name);
+    ASSERT_TRUE(gpu.ok());
+    const bool small = gpu->sm != 80 && gpu->sm != 90;
+    for (MaskKind mask : {MaskKind::none, MaskKind::causal})
+      for (int dim : {64, 128})
+        for (bool gated : {true, false}) {
+          Problem p = hybrid_problem(mask, Layout::bshd, DType::bf16);
+          p.head_dim_qk = p.head_dim_v = dim;
+          p.has_gate = gated;
+          const bool refused = small && gated && mask == MaskKind::causal && dim == 128;
+          EXPECT_EQ(hybrid_window_cuda_kernel_refusals(p, *gpu, {}).has_code("AK2102"), refused)
+              << name << " " << mask_kind_name(mask) << " d" << dim << (gated ? " gated" : "");
+        }
+  }
+}
+
 TEST(HybridWindow, Refusals) {
   const Platform cpu = detect_cpu_platform();
   Problem p = hybrid_problem(MaskKind::none);

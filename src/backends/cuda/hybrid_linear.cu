@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "attnkit/core/attention_tensors.hpp"
+#include "attnkit/platform/cuda_limits.hpp"
 #include "attnkit/sparse/hybrid_window.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/hybrid_linear.hpp"
@@ -34,35 +35,22 @@ constexpr int kRows = 64;          // tokens a sub-block (chunks are 64-multiple
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kScanThreads = 256;
 
-// Shapes and shared memory of the kernels for head dim D.
+// The warp tiles of the kernels for head dim D (shared memory: HybridLinearSmem).
 template <int D>
 struct Geo {
-  static constexpr int ld = D + 8;   // operand rows padded by 16 bytes: ldmatrix's 8 rows on distinct banks
-  static constexpr int ldo = D + 4;  // fp32 rows of the staged num
+  static constexpr int ld = HybridLinearSmem{D, 1, 1, true}.operand_ld();
+  static constexpr int ldn = HybridLinearSmem{D, 1, 1, true}.num_ld();  // fp32 half rows of the staged num
   // S update (D x D): warps kSm x kSn, each two m16 tiles (32 rows of c) x kScols columns of e.
   static constexpr int kSm = D / 32, kSn = kWarps / kSm, kScols = D / kSn, kSnt = kScols / 8;
   // num (64 x D): warps 4 x 2, each 16 rows x D / 2 columns.
   static constexpr int kOnt = D / 16;
-  static constexpr int raw_bytes = kRows * D * 2;  // one tile as read (2-byte T, rows packed)
-  static constexpr int op_bytes = kRows * ld * 2;
-  static constexpr int s_bytes = D * ld * 2;
-  static_assert(kScols % 16 == 0 && D % 32 == 0);
+  static_assert(kScols % 16 == 0 && D % 32 == 0 && HybridLinearSmem::kRows == kRows);
+  // Half of num fits q's operand tile exactly.
+  static_assert(kRows * ldn * 4 <= HybridLinearSmem{D, 1, 1, true}.op_bytes());
 };
-
-// Shared memory of one kernel: `raws` raw tiles, `ops` operand tiles, then
-// (query kernels) S in bf16, z, the row denominators and the staged num.
-template <int D>
-struct Smem {
-  int raws, ops;
-  bool query;
-  __host__ __device__ constexpr int raw(int t) const { return t * Geo<D>::raw_bytes; }
-  __host__ __device__ constexpr int op(int t) const { return raws * Geo<D>::raw_bytes + t * Geo<D>::op_bytes; }
-  __host__ __device__ constexpr int s() const { return op(ops); }
-  __host__ __device__ constexpr int z() const { return s() + Geo<D>::s_bytes; }
-  __host__ __device__ constexpr int den() const { return z() + D * 4; }
-  __host__ __device__ constexpr int num() const { return den() + kRows * 4; }
-  __host__ __device__ constexpr int bytes() const { return query ? num() + kRows * Geo<D>::ldo * 4 : s(); }
-};
+// Every kernel fits sm_80; all but the causal d128 query kernel fit sm_86 / 89 / 120 (the plan refuses that there).
+static_assert(hybrid_linear_smem_bytes(128, true) <= cuda_smem_per_block(80) &&
+              hybrid_linear_smem_bytes(128, false) <= cuda_smem_per_block(86));
 
 // The rows [i0, i0 + n) of one (sequence, head) slice into a raw tile: 16-byte
 // async copies when the rows allow them (`vec`), else element loads; rows past
@@ -172,7 +160,7 @@ __device__ __forceinline__ float column_sum(const Op* k_op) {
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads, 2) chunk_state_kernel(HybridLinear a, bool vec) {
   using G = Geo<D>;
-  constexpr Smem<D> L{2, 2, false};
+  constexpr HybridLinearSmem L = hybrid_chunk_state_smem(D);
   extern __shared__ __align__(16) unsigned char smem[];
   T* raw_k = reinterpret_cast<T*>(smem + L.raw(0));
   T* raw_v = reinterpret_cast<T*>(smem + L.raw(1));
@@ -237,14 +225,14 @@ __global__ void __launch_bounds__(kScanThreads) scan_state_kernel(HybridLinear a
 template <class T, int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(HybridLinear a, bool vec, bool vec_io) {
   using G = Geo<D>;
-  constexpr Smem<D> L{kCausal ? 3 : 1, kCausal ? 3 : 1, true};
+  constexpr HybridLinearSmem L = hybrid_query_smem(D, kCausal);
   extern __shared__ __align__(16) unsigned char smem[];
   T* raw_q = reinterpret_cast<T*>(smem + L.raw(0));
-  Op* q_op = reinterpret_cast<Op*>(smem + L.op(0));
+  Op* q_op = reinterpret_cast<Op*>(smem + L.op(L.ops - 1));  // causal: k op(0), v op(1), q op(2)
   Op* s_op = reinterpret_cast<Op*>(smem + L.s());
   float* z_s = reinterpret_cast<float*>(smem + L.z());
   float* den_s = reinterpret_cast<float*>(smem + L.den());
-  float* num_s = reinterpret_cast<float*>(smem + L.num());
+  float* num_s = reinterpret_cast<float*>(smem + L.num());  // over q_op, half a row at a time
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t u = blockIdx.x;  // ((b * heads_q) + h) * chunks + chunk
   const int chunk = static_cast<int>(u % a.chunks), h = static_cast<int>(u / a.chunks % a.heads_q),
@@ -295,8 +283,8 @@ __global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(Hybrid
     __syncthreads();  // raw tiles in; the previous sub-block's operands, S, z, den and num read
     to_operand<T, D, true>(raw_q, q_op, n);
     if constexpr (kCausal) {
-      to_operand<T, D, true>(reinterpret_cast<const T*>(smem + L.raw(1)), reinterpret_cast<Op*>(smem + L.op(1)), n);
-      to_operand<T, D, false>(reinterpret_cast<const T*>(smem + L.raw(2)), reinterpret_cast<Op*>(smem + L.op(2)), n);
+      to_operand<T, D, true>(reinterpret_cast<const T*>(smem + L.raw(1)), reinterpret_cast<Op*>(smem + L.op(0)), n);
+      to_operand<T, D, false>(reinterpret_cast<const T*>(smem + L.raw(2)), reinterpret_cast<Op*>(smem + L.op(1)), n);
     }
     __syncthreads();  // operands written, raw tiles free
     if (s + kRows < i1) load(s + kRows);
@@ -326,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(Hybrid
     const int r0 = wm * 16 + (lane >> 2);
     if constexpr (kCausal) {
       float acc_p[kRows / 8][4] = {};
-      const std::uint32_t k_addr = smem_addr(smem + L.op(1));
+      const std::uint32_t k_addr = smem_addr(smem + L.op(0));
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         std::uint32_t af[4];
@@ -372,11 +360,11 @@ __global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(Hybrid
         mma_16816<Op>(acc_o[2 * np + 1], af, bf[2], bf[3]);
       }
     }
+    __syncthreads();  // den_s holds phi(q) . z; every warp is done with q_op (num lies over it), S and z
     if constexpr (kCausal) {
-      __syncthreads();  // den_s holds phi(q) . z; every warp is done with S and z
       if (wn == 0 && (lane & 3) == 0) den_s[r0] += sum0, den_s[r0 + 8] += sum1;
       // num += P V.
-      const std::uint32_t v_addr = smem_addr(smem + L.op(2));
+      const std::uint32_t v_addr = smem_addr(smem + L.op(1));
 #pragma unroll
       for (int kb = 0; kb < kRows / 16; ++kb) {
         const int jb = kb * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
@@ -388,44 +376,52 @@ __global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(Hybrid
           mma_16816<Op>(acc_o[2 * np + 1], pa[kb], bf[2], bf[3]);
         }
       }
-    }
-    // num -> shared memory, then out = window + gate * num / den with 8 elements a thread.
-#pragma unroll
-    for (int nt = 0; nt < G::kOnt; ++nt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = wm * 16 + (lane >> 2) + half * 8, col = wn * (D / 2) + nt * 8 + (lane & 3) * 2;
-        *reinterpret_cast<float2*>(num_s + row * G::ldo + col) = make_float2(acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
-      }
-    if constexpr (kCausal) {  // the sub-block's keys join S and z for the next sub-block (num is out of registers)
-      add_state<D>(acc_s, smem_addr(smem + L.op(1)), smem_addr(smem + L.op(2)), warp, lane);
+      // The sub-block's keys join S and z for the next sub-block.
+      add_state<D>(acc_s, smem_addr(smem + L.op(0)), v_addr, warp, lane);
       store_state_op<D>(acc_s, s_op, warp, lane);
-      if (threadIdx.x < D) z_s[threadIdx.x] += column_sum<D>(reinterpret_cast<const Op*>(smem + L.op(1)));
+      if (threadIdx.x < D) z_s[threadIdx.x] += column_sum<D>(reinterpret_cast<const Op*>(smem + L.op(0)));
     }
-    __syncthreads();  // num and den complete
+    // out = window + gate * num / den, 8 elements a thread, num staged in fp32
+    // over q's operand tile half a row at a time (the warps of columns wn * D / 2):
+    // the whole of num would not fit beside S under 99 KB (sm_86 / 89 / 120).
     const T* window = static_cast<const T*>(a.window);
     T* out = static_cast<T*>(a.out);
-    for (int x = threadIdx.x; x < n * (D / 8); x += kThreads) {
-      const int r = x / (D / 8), e0 = (x % (D / 8)) * 8;
-      const std::int64_t i = s + r;
-      const float g = a.gate[gate_offset(a.layout, a.gate_strides, b, h, i, 0)], den = den_s[r];
-      const std::int64_t w_at = b * a.window_strides[0] + i * a.window_strides[1] + h * a.window_strides[2] + e0;
-      const std::int64_t o_at = b * a.out_strides[0] + i * a.out_strides[1] + h * a.out_strides[2] + e0;
-      alignas(16) T soft[8], res[8];
-      if (vec_io) {
-        *reinterpret_cast<uint4*>(soft) = *reinterpret_cast<const uint4*>(window + w_at);
-      } else {
+#pragma unroll 1
+    for (int part = 0; part < 2; ++part) {
+      if (part == 1) __syncthreads();  // the first half is read
+      if (wn == part) {
 #pragma unroll
-        for (int k = 0; k < 8; ++k) soft[k] = window[w_at + k];
+        for (int nt = 0; nt < G::kOnt; ++nt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int row = wm * 16 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+            *reinterpret_cast<float2*>(num_s + row * G::ldn + col) =
+                make_float2(acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
+          }
       }
+      __syncthreads();  // this half of num (and den) complete
+      for (int x = threadIdx.x; x < n * (D / 16); x += kThreads) {
+        const int r = x / (D / 16), c0 = (x % (D / 16)) * 8, e0 = part * (D / 2) + c0;
+        const std::int64_t i = s + r;
+        const float g = a.gate[gate_offset(a.layout, a.gate_strides, b, h, i, 0)], den = den_s[r];
+        const std::int64_t w_at = b * a.window_strides[0] + i * a.window_strides[1] + h * a.window_strides[2] + e0;
+        const std::int64_t o_at = b * a.out_strides[0] + i * a.out_strides[1] + h * a.out_strides[2] + e0;
+        alignas(16) T soft[8], res[8];
+        if (vec_io) {
+          *reinterpret_cast<uint4*>(soft) = *reinterpret_cast<const uint4*>(window + w_at);
+        } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k)
-        res[k] = from_float<T>(sparse::hybrid_combine(to_float(soft[k]), g, num_s[r * G::ldo + e0 + k], den));
-      if (vec_io) {
-        *reinterpret_cast<uint4*>(out + o_at) = *reinterpret_cast<const uint4*>(res);
-      } else {
+          for (int k = 0; k < 8; ++k) soft[k] = window[w_at + k];
+        }
 #pragma unroll
-        for (int k = 0; k < 8; ++k) out[o_at + k] = res[k];
+        for (int k = 0; k < 8; ++k)
+          res[k] = from_float<T>(sparse::hybrid_combine(to_float(soft[k]), g, num_s[r * G::ldn + c0 + k], den));
+        if (vec_io) {
+          *reinterpret_cast<uint4*>(out + o_at) = *reinterpret_cast<const uint4*>(res);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 8; ++k) out[o_at + k] = res[k];
+        }
       }
     }
   }
@@ -451,7 +447,7 @@ Diagnostics queue(const HybridLinear& a, cudaStream_t st) {
   const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && rows_of_8(a.q_strides) &&
                    rows_of_8(a.k_strides) && rows_of_8(a.v_strides);
   const bool vec_io = aligned16(a.window) && aligned16(a.out) && rows_of_8(a.window_strides) && rows_of_8(a.out_strides);
-  if (Diagnostics why = launch(chunk_state_kernel<T, D>, kv_units, Smem<D>{2, 2, false}.bytes(), st,
+  if (Diagnostics why = launch(chunk_state_kernel<T, D>, kv_units, hybrid_chunk_state_smem(D).bytes(), st,
                                "hybrid_window chunk state launch", a, vec);
       !why.ok())
     return why;
@@ -460,9 +456,9 @@ Diagnostics queue(const HybridLinear& a, cudaStream_t st) {
   scan_state_kernel<<<scan_grid, kScanThreads, 0, st>>>(a);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "hybrid_window state scan launch"); !why.ok()) return why;
   if (a.causal)
-    return launch(query_kernel<T, D, true>, q_units, Smem<D>{3, 3, true}.bytes(), st,
+    return launch(query_kernel<T, D, true>, q_units, hybrid_query_smem(D, true).bytes(), st,
                   "hybrid_window linear branch launch", a, vec, vec_io);
-  return launch(query_kernel<T, D, false>, q_units, Smem<D>{1, 1, true}.bytes(), st,
+  return launch(query_kernel<T, D, false>, q_units, hybrid_query_smem(D, false).bytes(), st,
                 "hybrid_window linear branch launch", a, vec, vec_io);
 }
 

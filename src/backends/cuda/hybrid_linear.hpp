@@ -16,6 +16,7 @@
 // workspace: nothing allocated, nothing synchronised, capturable. Plain C++
 // declarations; the kernels are hybrid_linear.cu.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "attnkit/backends/backend.hpp"
@@ -55,6 +56,36 @@ inline HybridChunking hybrid_linear_chunking(std::int64_t seqlen) {
 // Floats of the state buffer.
 inline std::int64_t hybrid_linear_state_floats(int batch, int heads_kv, int chunks, int head_dim) {
   return static_cast<std::int64_t>(batch) * heads_kv * chunks * (static_cast<std::int64_t>(head_dim) * head_dim + head_dim);
+}
+
+// Shared memory of the kernels at head dim d, 64-token sub-blocks: `raws`
+// tiles as read (2-byte elements, rows packed), `ops` bf16 operand tiles (rows
+// padded by 16 bytes), then, in the query kernels, S in bf16, z and the row
+// denominators; the query kernels stage num in fp32 half a row at a time over
+// q's operand tile (the last one), which holds exactly 64 x (d / 2 + 4) floats.
+// hybrid_linear.cu lays its buffers out from these offsets.
+struct HybridLinearSmem {
+  static constexpr int kRows = 64;
+  int d, raws, ops;
+  bool query;
+  constexpr int operand_ld() const { return d + 8; }
+  constexpr int num_ld() const { return d / 2 + 4; }
+  constexpr int raw_bytes() const { return kRows * d * 2; }
+  constexpr int op_bytes() const { return kRows * operand_ld() * 2; }
+  constexpr int raw(int t) const { return t * raw_bytes(); }
+  constexpr int op(int t) const { return raws * raw_bytes() + t * op_bytes(); }
+  constexpr int s() const { return op(ops); }
+  constexpr int z() const { return s() + d * operand_ld() * 2; }
+  constexpr int den() const { return z() + d * 4; }
+  constexpr int num() const { return op(ops - 1); }
+  constexpr int bytes() const { return query ? den() + kRows * 4 : s(); }
+};
+// The chunk-state kernel: k and v. The query kernel: q; causal also k and v (k, v, q's operand tiles in that order).
+constexpr HybridLinearSmem hybrid_chunk_state_smem(int d) { return {d, 2, 2, false}; }
+constexpr HybridLinearSmem hybrid_query_smem(int d, bool causal) { return {d, causal ? 3 : 1, causal ? 3 : 1, true}; }
+// The most any of the three kernels takes (the plan checks it against the GPU's limit a CTA).
+constexpr std::size_t hybrid_linear_smem_bytes(int d, bool causal) {
+  return static_cast<std::size_t>(std::max(hybrid_chunk_state_smem(d).bytes(), hybrid_query_smem(d, causal).bytes()));
 }
 
 // Queues the three steps (AK2105 for a head dim other than 64 / 128).

@@ -9,6 +9,7 @@
 // gate give the same bits). Nothing allocated, nothing waited for, so run()
 // captures into a CUDA graph.
 #include "attnkit/backends/backend.hpp"
+#include "attnkit/platform/cuda_limits.hpp"
 #include "backends/cuda/hybrid_linear.hpp"
 #include "backends/sparse/cuda_sparse_runner.hpp"
 #include "backends/sparse/device_args.hpp"
@@ -91,6 +92,21 @@ Diagnostics hybrid_window_cuda_kernel_refusals(const Problem& p, const Platform&
   if (p.head_dim_qk != p.head_dim_v || (p.head_dim_qk != 64 && p.head_dim_qk != 128))
     why.add("AK2105", {{"backend", "hybrid_window_attn_h3"}, {"dim", std::to_string(p.head_dim_qk)},
                        {"compiled", "64, 128 (qk = v) for the linear branch's kernels"}});
+  else if (p.has_gate && gpu.kind == PlatformKind::cuda && gpu.sm > 0) {
+    // The linear branch's shared memory against what a CTA of this GPU may take.
+    const bool causal = hybrid_softmax_problem(p, s).window.right == 0;
+    const std::size_t need = cuda::hybrid_linear_smem_bytes(p.head_dim_qk, causal);
+    if (need > cuda_smem_per_block(gpu.sm))
+      why.add("AK2102", {{"backend", "hybrid_window_attn_h3"},
+                         {"arch", "a GPU that gives a CTA " + std::to_string(need / 1024) + " KB of shared memory for its " +
+                                      (causal ? "causal " : "") + "d" + std::to_string(p.head_dim_qk) +
+                                      " linear branch (sm_80, sm_87, sm_90, sm_100; this one gives " +
+                                      std::to_string(cuda_smem_per_block(gpu.sm) / 1024) + " KB)"},
+                         {"platform", gpu.label()},
+                         {"sm", std::to_string(gpu.sm)},
+                         {"alternatives", "run it with head dim 64, with a window that sees later keys (a full linear "
+                                          "branch), or on the CPU path"}});
+  }
   return why;
 }
 
