@@ -24,6 +24,14 @@ inline unsigned stride_loop_grid(std::int64_t work) {
   return static_cast<unsigned>(work < 1 ? 1 : work > kMaxGrid ? kMaxGrid : work);
 }
 
+// Whether a pointer allows 16-byte loads and stores, and whether rows of 2-byte
+// elements at these strides (elements between batches, tokens, heads) from
+// such a pointer all do: the kernels' vector paths of 8 elements a load.
+inline bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+inline bool rows_aligned_16(const void* p, const std::int64_t (&strides)[3]) {
+  return aligned_16(p) && strides[0] % 8 == 0 && strides[1] % 8 == 0 && strides[2] % 8 == 0;
+}
+
 struct DeviceProperties {
   int index = 0;
   int sm = 0;  // major * 10 + minor

@@ -33,7 +33,7 @@ __global__ void gather_rows_kernel(GatherRows g, std::int64_t words_per_head) {
 
 bool aligned16(const GatherRows& g) {
   auto ok = [](std::int64_t bytes) { return bytes % 16 == 0; };
-  if (reinterpret_cast<std::uintptr_t>(g.src) % 16 || reinterpret_cast<std::uintptr_t>(g.dst) % 16) return false;
+  if (!aligned_16(g.src) || !aligned_16(g.dst)) return false;
   if (!ok(static_cast<std::int64_t>(g.dim) * g.elem_bytes)) return false;
   for (int i = 0; i < 3; ++i)
     if (!ok(g.src_strides[i] * g.elem_bytes) || !ok(g.dst_strides[i] * g.elem_bytes)) return false;

@@ -427,8 +427,6 @@ __global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(Hybrid
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-bool rows_of_8(const std::int64_t (&st)[3]) { return st[0] % 8 == 0 && st[1] % 8 == 0 && st[2] % 8 == 0; }
 
 template <class Kernel>
 Diagnostics launch(Kernel kernel, unsigned grid, int smem, cudaStream_t st, const char* what, auto... args) {
@@ -444,9 +442,9 @@ Diagnostics queue(const HybridLinear& a, cudaStream_t st) {
   const unsigned kv_units = static_cast<unsigned>(static_cast<std::int64_t>(a.batch) * a.heads_kv * a.chunks);
   const unsigned q_units = static_cast<unsigned>(static_cast<std::int64_t>(a.batch) * a.heads_q * a.chunks);
   // 16-byte copies of q, k, v rows; 16-byte loads and stores of the window and out rows.
-  const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && rows_of_8(a.q_strides) &&
-                   rows_of_8(a.k_strides) && rows_of_8(a.v_strides);
-  const bool vec_io = aligned16(a.window) && aligned16(a.out) && rows_of_8(a.window_strides) && rows_of_8(a.out_strides);
+  const bool vec = rows_aligned_16(a.q, a.q_strides) && rows_aligned_16(a.k, a.k_strides) &&
+                   rows_aligned_16(a.v, a.v_strides);
+  const bool vec_io = rows_aligned_16(a.window, a.window_strides) && rows_aligned_16(a.out, a.out_strides);
   if (Diagnostics why = launch(chunk_state_kernel<T, D>, kv_units, hybrid_chunk_state_smem(D).bytes(), st,
                                "hybrid_window chunk state launch", a, vec);
       !why.ok())

@@ -58,10 +58,8 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(SolMerge m) {
 template <class T>
 Diagnostics queue(const SolMerge& m, cudaStream_t st) {
   const std::int64_t rows = static_cast<std::int64_t>(m.batch) * m.seqlen * m.heads;
-  const bool vec_rows = m.dim % 8 == 0 && reinterpret_cast<std::uintptr_t>(m.exact) % 16 == 0 &&
-                        reinterpret_cast<std::uintptr_t>(m.pooled) % 16 == 0;
-  const bool vec_out = vec_rows && m.out_dtype == m.dtype && reinterpret_cast<std::uintptr_t>(m.out) % 16 == 0 &&
-                       m.out_strides[0] % 8 == 0 && m.out_strides[1] % 8 == 0 && m.out_strides[2] % 8 == 0;
+  const bool vec_rows = m.dim % 8 == 0 && aligned_16(m.exact) && aligned_16(m.pooled);
+  const bool vec_out = vec_rows && m.out_dtype == m.dtype && rows_aligned_16(m.out, m.out_strides);
   if (vec_out)
     merge_kernel<T, 8, true><<<stride_loop_grid((rows * (m.dim / 8) + kThreads - 1) / kThreads), kThreads, 0, st>>>(m);
   else if (vec_rows)

@@ -278,10 +278,8 @@ Diagnostics queue(const VsaSelect& s, cudaStream_t st) {
 template <class T>
 Diagnostics queue_combine(const VsaCombine& c, cudaStream_t st) {
   const std::int64_t rows = static_cast<std::int64_t>(c.batch) * c.seqlen * c.heads_q;
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  const bool vec_rows = c.head_dim_v % 8 == 0 && aligned(c.fine) && aligned(c.coarse);
-  const bool vec_out = vec_rows && aligned(c.out) && c.out_strides[0] % 8 == 0 && c.out_strides[1] % 8 == 0 &&
-                       c.out_strides[2] % 8 == 0;
+  const bool vec_rows = c.head_dim_v % 8 == 0 && aligned_16(c.fine) && aligned_16(c.coarse);
+  const bool vec_out = vec_rows && rows_aligned_16(c.out, c.out_strides);
   if (vec_out)
     combine_kernel<T, 8, true><<<stride_loop_grid((rows * (c.head_dim_v / 8) + kThreads - 1) / kThreads), kThreads, 0, st>>>(c);
   else if (vec_rows)
