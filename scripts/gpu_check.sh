@@ -121,9 +121,9 @@ if ! skip build; then
   python3 "$ROOT/bench/gpu/sass_key_loop.py" "$BUILD"/src/backends/cuda/CMakeFiles/attnkit_sm90a.dir/generated/fa3*_bf16_*.o \
     > "$LOGS/sass_key_loop.txt" 2>&1 || echo "sass_key_loop.py failed (logs.tgz: sass_key_loop.txt)"
   # The Python module is optional here: the image's Python may lack headers
-  # (and the python and bench steps are its only users).
+  # (and the steps that run Python benchmarks are its only users).
   if ! { skip python && skip bench && skip cudnn && [[ "${GPU_CHECK_SPARSE:-0}" != 1 && "${GPU_CHECK_SKIP_SOFTMAX:-0}" != 1 \
-         && -z "${GPU_CHECK_PEER_KERNELS:-}" ]]; }; then
+         && -z "${GPU_CHECK_PEER_KERNELS:-}" && -z "${GPU_CHECK_PROFILE_SPARSE:-}" ]]; }; then
     cmake --build "$BUILD" -j"$JOBS" --target _attnkit > "$LOGS/build_python.log" 2>&1 \
       && echo "python module ok" || { echo "python module NOT built:"; grep -E "error|Error" "$LOGS/build_python.log" | head -10; }
   fi
