@@ -13,11 +13,13 @@
 #                                                  # GPU_CHECK_SKIP=parity,sanitizer,cudnn,dist,variants,wheel)
 #   GPU_CHECK_SKIP=bench scripts/gpu_check.sh     # skip steps: build,parity,sanitizer,cudnn,dist,python,wheel,run,variants,bench
 #   GPU_CHECK_SEQLENS=4096,16384 ...               # bench a subset of the grid's seqlens (quick A/B runs)
+#   GPU_CHECK_PARITY_REGEX=fa3 ...                 # the parity step on the ctest names matching this (not for a landing)
 #   GPU_CHECK_VARIANT_SEQLENS=512,1024 ...         # the variants step's seqlens (default 1024,4096,16384)
 #   GPU_CHECK_VARIANTS='f3_d128|f3_d64_m192_n128$'  # only the variants whose name matches this regex from its
 #                                                  # start (the build compiles only those)
 #   GPU_CHECK_VARIANT_TILE_COUNTER=both ...        # fa3 variants' causal points also without the tile counter
 #                                                  # (one CTA per tile; default on, as the backend plans them)
+#   GPU_CHECK_VARIANT_WALK_GROUPS=0,1,100 ...       # fa3 variants' causal points per walk group (heads a group; 0: the launch's rule)
 #   GPU_CHECK_SKIP_SOFTMAX=1 ...                   # also bench fa3's request skip-softmax against its dense kernel
 #   GPU_CHECK_SANITIZE_KERNELS_ONLY='Gpu/CudaKernels.MatchesReference/fa3_dynamic_*' ...  # the sanitizer step on
 #                                                  # only these test_cuda_kernels cases (a short call; not for a landing)
@@ -132,7 +134,8 @@ fi
 if ! skip parity; then
   step "GPU parity (ctest: fa3, fa2, cuda_sdpa)"
   # A kernel that deadlocks on a barrier must cost a minute, not the call.
-  ctest --test-dir "$BUILD" -R 'fa3|fa2|cuda_sdpa|CudaBackends|CudaGatherRows|SlidingTileGpu|RasterTokensGpu|SkipSoftmaxGpu|SpargeGpu|SolGpu|VideoSparseGpu|HybridWindowGpu|SparseDeploymentGpu|ParityCoverage|Fa3' -j"$JOBS" --timeout 120 \
+  # GPU_CHECK_PARITY_REGEX: a subset (e.g. 'fa3'), for a short call; a landing runs them all.
+  ctest --test-dir "$BUILD" -R "${GPU_CHECK_PARITY_REGEX:-fa3|fa2|cuda_sdpa|CudaBackends|CudaGatherRows|SlidingTileGpu|RasterTokensGpu|SkipSoftmaxGpu|SpargeGpu|SolGpu|VideoSparseGpu|HybridWindowGpu|SparseDeploymentGpu|ParityCoverage|Fa3}" -j"$JOBS" --timeout 120 \
     --output-on-failure > "$LOGS/parity.log" 2>&1
   rc=$?
   grep -E "tests passed|tests failed" "$LOGS/parity.log"
@@ -449,7 +452,8 @@ if ! skip variants; then
   vseq="${GPU_CHECK_VARIANT_SEQLENS:-1024,4096,16384}"
   step "fa2 tile-shape variants (bench/gpu/fa2_variants.def), bf16, s$vseq"
   timeout 480 "$BUILD/bench/gpu/bench_fa2" --variants ${GPU_CHECK_VARIANTS:+--only "$GPU_CHECK_VARIANTS"} --seqlens "$vseq" --iters 20 \
-    --tile-counter "${GPU_CHECK_VARIANT_TILE_COUNTER:-on}" --json "$OUT/bench_variants.json" \
+    --tile-counter "${GPU_CHECK_VARIANT_TILE_COUNTER:-on}" ${GPU_CHECK_VARIANT_WALK_GROUPS:+--walk-groups "$GPU_CHECK_VARIANT_WALK_GROUPS"} \
+    --json "$OUT/bench_variants.json" \
     > "$LOGS/variants.log" 2>&1 || status=1
   cat "$LOGS/variants.log"
 fi

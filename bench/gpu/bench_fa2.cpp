@@ -7,7 +7,7 @@
 //   bench_fa2 [--backend fa2|cudnn|...] [--dims 64,128,256] [--seqlens 512,...,16384]
 //             [--masks full,causal] [--iters 30] [--warmup 5] [--json out.json]
 //   bench_fa2 --variants [--only 'f3_d128|f3_d64_m192_n128$'] [--seqlens 4096,16384] [--json variants.json]
-//             [--tile-counter on|off|both]
+//             [--tile-counter on|off|both] [--walk-groups 0,1,100]
 //             times the tile-shape variants of fa2_variants.def (direct launches). fa3 variants get a
 //             tile counter, as the fa3 backend's plans do (its dynamic scheduler for masked calls beyond
 //             short rows); off: one CTA per such tile; both: each variant both ways (NAME~percta: off)
@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   bool variants = false;
   std::vector<bool> masks = {false, true};  // causal: no, yes (--masks full,causal)
   std::vector<bool> counters = {true};      // fa3 variants: with the tile counter, without (--tile-counter)
+  std::vector<int> walk_groups = {0};       // fa3 variants' causal launches: heads a walk group (0: the launch's rule)
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() { return i + 1 < argc ? argv[++i] : ""; };
     if (!std::strcmp(argv[i], "--backend")) backend_name = next();
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(next());
     else if (!std::strcmp(argv[i], "--json")) json_path = next();
     else if (!std::strcmp(argv[i], "--variants")) variants = true;
+    else if (!std::strcmp(argv[i], "--walk-groups")) walk_groups = parse_ints(next());
     else if (!std::strcmp(argv[i], "--tile-counter")) {
       if (!pick_bools("--tile-counter", next(), {{"on", {true}}, {"off", {false}}, {"both", {true, false}}}, counters))
         return 2;
@@ -265,11 +267,14 @@ int main(int argc, char** argv) {
       }
       for (bool causal : masks)
         for (int s : seqlens)
-          for (bool counter : counters) {
-            const bool applies = var.backend == "fa3" && causal;  // the launches a counter changes
+          for (bool counter : counters)
+          for (int walk_group : walk_groups) {
+            const bool applies = var.backend == "fa3" && causal;  // the launches a counter or a walk group changes
             if (!counter && !applies && counters.size() > 1) continue;  // the same launch as with it
+            if (walk_group != walk_groups.front() && !applies) continue;
             const Problem p = grid_problem(var.head_dim, s, causal);
-            const std::string name = counter || !applies ? var.name : var.name + "~percta";
+            std::string name = counter || !applies ? var.name : var.name + "~percta";
+            if (walk_group > 0 && applies) name += "~group" + std::to_string(walk_group);
             std::vector<cuda::AttnParams> params;
             for (int set = 0; set < kSets; ++set) {
               AttentionTensors t;
@@ -279,6 +284,7 @@ int main(int argc, char** argv) {
               t.out = view_for(p, out);
               params.push_back(cuda::make_attn_params(p, t));
               if (var.backend == "fa3" && counter) params.back().tile_counter = tile_counter;
+              params.back().walk_group = walk_group;
             }
             const auto ms = time_runs([&](int set) {
               const int err = var.launch(params[set], stream);

@@ -61,6 +61,9 @@ struct AttnParams {
   // fa3's dynamic tile scheduler (sm90/launch.hpp): one counter in the plan's
   // workspace, zeroed by the launcher before each launch; null: a static walk.
   unsigned int* tile_counter = nullptr;
+  // fa3's persistent walk over unequal tiles: heads a group (tile_scheduler.hpp grouped_tile);
+  // 0: the launch's rule. Set only by `bench_fa2 --variants --walk-groups`, to time the rule.
+  int walk_group = 0;
   // sol_attn's pooled pass (fa2solpool instances, fa2/sol_pooled.hpp): k and v
   // hold one mean key / value per 64-token tile; the 64-query tile of query
   // block qb of (b, h) hides the tiles kept exactly, sol_keep[((b * heads_q + h)

@@ -267,6 +267,7 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
     const long long budget = limits.l2_bytes / (dynamic ? 4 : 2);
     params.cost_group = static_cast<int>(
         std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20));
+    if (a.walk_group > 0) params.cost_group = a.walk_group;  // bench_fa2 --walk-groups
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
   params.walk = TileWalk::make<Traits::kBlockM>(a, ctas, params.cost_group, params.dynamic_tiles != 0);
