@@ -80,6 +80,43 @@ TEST(TileScheduler, CostOrderedWalkBalancesCausalTiles) {
   EXPECT_LT(worst_over_mean(s2k, 132, 30, true), 1.15);
 }
 
+// Short causal rows walk statically, one head at a time (group 1, as fa3's
+// launch plans them): a head's tiles fall in one round of the grid or two
+// neighbouring ones, so its K and V are read from DRAM once, and the snake
+// still evens the CTAs. Groups of heads whose K and V filled half the L2 (100
+// heads at d128 s512) spread a head's tiles over 3-4 rounds, and the K / V
+// reads between them evicted it (306 MB of DRAM traffic against 268 compulsory,
+// ncu at d128 causal s512, 2026-12-07).
+template <int BlockM>
+long long widest_head_span_in_rounds(const AttnParams& p, long long ctas, int group) {
+  using S = TileScheduler<BlockM>;
+  std::vector<long long> first(static_cast<std::size_t>(p.batch) * p.heads_q, -1), last(first.size(), -1);
+  for (long long walk = 0; walk < S::num_tiles(p); ++walk) {
+    const Tile t = S::cost_ordered_tile(walk, ctas, group, p);
+    const std::size_t slice = static_cast<std::size_t>(t.batch) * p.heads_q + t.head;
+    if (first[slice] < 0) first[slice] = walk / ctas;
+    last[slice] = walk / ctas;
+  }
+  long long widest = 0;
+  for (std::size_t i = 0; i < first.size(); ++i) widest = std::max(widest, last[i] - first[i]);
+  return widest;
+}
+
+TEST(TileScheduler, ShortCausalRowsWalkOneHeadAtATime) {
+  // The dense grid's short rows (batch = 16384 / seqlen, heads = 2048 / d): d128 tiles of 128 rows.
+  for (int seqlen : {512, 1024}) {
+    const AttnParams p = grid_params(16384 / seqlen, 16, seqlen);
+    EXPECT_LE(widest_head_span_in_rounds<128>(p, 132, 1), 1) << "s" << seqlen;
+    EXPECT_GE(widest_head_span_in_rounds<128>(p, 132, 25600 / (seqlen / 2)), 3) << "s" << seqlen;  // half of 50 MB
+    EXPECT_LT(worst_over_mean(p, 132, 1, true), 1.12) << "s" << seqlen;
+  }
+  // d64: 192-row tiles, 3 and 6 a head.
+  for (int seqlen : {512, 1024}) {
+    AttnParams p = grid_params(16384 / seqlen, 32, seqlen);
+    EXPECT_LE(widest_head_span_in_rounds<192>(p, 132, 1), 1) << "d64 s" << seqlen;
+  }
+}
+
 // The dynamic scheduler's order: every tile once, and within each group of
 // slices the query blocks descend (the longest causal rows first).
 TEST(TileScheduler, GroupedOrderVisitsEveryTileOnceLongestFirstPerGroup) {
