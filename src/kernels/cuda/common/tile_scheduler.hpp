@@ -71,6 +71,27 @@ struct TileScheduler {
 #endif
 };
 
+// Heads a group of fa3's persistent walk over unequal tiles (grouped_tile's
+// `group`), from the bytes of K and V a (batch, head) slice holds:
+//  - dynamic (tiles from a counter, rows past 8 query blocks): heads whose K
+//    and V fit a quarter of the L2 (groups of 2-3 heads ran 5-6% slower than
+//    one head at a time at d128 causal s16k and d256 causal s8k, 2026-12-02);
+//  - static, d128 (short rows): one head at a time, its 1-8 tiles dealt side
+//    by side, so its K and V come from DRAM once. Groups of heads whose K and
+//    V filled half the L2 moved 306 MB from DRAM against 268 compulsory at
+//    d128 causal s512 (ncu); one head at a time ran 1.15x / 1.17x faster at
+//    causal s512 / s1k (H100, 2026-12-07, docs/perf/gpu-fa3.md);
+//  - static, other head dims: heads whose K and V fit half the L2. d64's
+//    192-row tiles ran 2% slower one head at a time (the same call): at ~2/3
+//    of d128's rate they press less on DRAM, and the balance across CTAs
+//    weighs more. d96 was not measured.
+inline long long walk_group_heads(bool dynamic, int head_dim_qk, long long kv_bytes_per_slice, long long l2_bytes) {
+  if (!dynamic && head_dim_qk == 128) return 1;
+  const long long budget = l2_bytes / (dynamic ? 4 : 2);
+  const long long heads = kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1;
+  return heads < 1 ? 1 : heads > (1 << 20) ? (1 << 20) : heads;
+}
+
 // The persistent walk's decode (fa3) on divisors built once per launch: the
 // tiles of tile / grouped_tile / cost_ordered_tile above, with each / and %
 // a multiply-high and a shift (FastDivmod). Built only while walk positions

@@ -261,19 +261,8 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
   if (persistent && !uniform_tiles && ctas < tiles) {
     const long long kv_bytes_per_slice =
         static_cast<long long>(a.seqlen_k) * (a.head_dim_qk + a.head_dim_v) * sizeof(typename Traits::T);
-    // Dynamic: heads whose K and V fit a quarter of the L2 share a group
-    // (groups of 2-3 heads ran 5-6% slower than one head at a time at d128
-    // causal s16k and d256 causal s8k, 2026-12-02). The static walk (short
-    // rows) goes one head at a time: a head's 1-8 tiles are dealt side by side,
-    // and the snake still evens each CTA's pair of rounds. With groups of
-    // heads whose K and V filled half the L2, d128 causal s512 moved 306 MB
-    // from DRAM against 268 compulsory (ncu, H100, 2026-12-07): K and V
-    // re-read between a head's tiles, 100 heads apart. Not yet timed against
-    // that rule (bench_fa2 --variants --walk-groups).
     params.cost_group =
-        dynamic ? static_cast<int>(std::clamp<long long>(
-                      kv_bytes_per_slice > 0 ? limits.l2_bytes / 4 / kv_bytes_per_slice : 1, 1, 1 << 20))
-                : 1;
+        static_cast<int>(walk_group_heads(dynamic, Traits::kHeadDimQK, kv_bytes_per_slice, limits.l2_bytes));
     if (a.walk_group > 0) params.cost_group = a.walk_group;  // bench_fa2 --walk-groups
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
