@@ -10,6 +10,8 @@
 //    while the consumers finish the last;
 //  - dynamic (fa3, tiles of unequal cost): a persistent grid whose CTAs take
 //    the next tile in cost order from an atomic counter as they free up.
+#include <algorithm>
+
 #include "kernels/cuda/common/fast_divmod.hpp"
 #include "kernels/cuda/params.hpp"
 
@@ -88,8 +90,7 @@ struct TileScheduler {
 inline long long walk_group_heads(bool dynamic, int head_dim_qk, long long kv_bytes_per_slice, long long l2_bytes) {
   if (!dynamic && head_dim_qk == 128) return 1;
   const long long budget = l2_bytes / (dynamic ? 4 : 2);
-  const long long heads = kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1;
-  return heads < 1 ? 1 : heads > (1 << 20) ? (1 << 20) : heads;
+  return std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20);
 }
 
 // The persistent walk's decode (fa3) on divisors built once per launch: the
