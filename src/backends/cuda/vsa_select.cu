@@ -25,7 +25,7 @@ constexpr int kCubeTokens = 64;  // 4 x 4 x 4 (VideoSparseSettings::kCube)
 // (sequence, head) per CTA sharing each staged chunk of kChunk key-cube means.
 constexpr int kRowsPerCta = kThreads / 32;
 constexpr int kChunk = 32;
-constexpr int kMaxCoarseDim = 256;  // the coarse pass's staged rows: 48.1 KB of shared memory at d 256
+constexpr int kMaxCoarseDim = 256;  // the coarse pass's staged rows: 80.2 KB of shared memory at d 256
 constexpr std::size_t kDefaultSmem = 48 * 1024;  // more (d 256) takes cudaFuncSetAttribute
 
 // One CTA per cube of one (sequence, head) slice of q, k or v (q's first,
@@ -84,16 +84,20 @@ static_assert(kChunk == 32, "a chunk's key cubes are a warp's lanes");
 //      its lane, each lane some dims summing the cubes in order.
 // Before (scores in global memory, the 64 passes and the output re-reading
 // them there, v_mean read by every warp, q and k means widened per product):
-// 1.34 ms at 20 x 32 x 48 latents, 24 heads, d128, bf16, H100, 2026-12-07.
+// 1.34 ms at 20 x 32 x 48 latents, 24 heads, d128, bf16, H100, 2026-12-07;
+// 0.85 ms with the above and k / v means staged as float (widened per product).
 __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int64_t groups) {
-  // q means [kRowsPerCta][d] as double, then either key-cube means [kChunk][d + 1]
-  // or v means [kChunk][min(dv, kVDims)] as float.
+  // q means [kRowsPerCta][d], then either key-cube means [kChunk][d + 1] or v
+  // means [kChunk][min(dv, kVDims)], all widened to double once as they are
+  // staged (exact), so that the products do not convert: a float -> double
+  // conversion issues at a quarter of fp64 add's rate on sm_80 / sm_90 (16
+  // against 64 a clock an SM), and each staged mean feeds kRowsPerCta rows.
   extern __shared__ double smem[];
   const int nc = s.cubes.tiles(), d = s.head_dim, dv = s.head_dim_v, group = s.heads_q / s.heads_kv;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int per_slice = (nc + kRowsPerCta - 1) / kRowsPerCta;
   double* q_s = smem;
-  float* stage = reinterpret_cast<float*>(smem + kRowsPerCta * d);
+  double* stage = smem + kRowsPerCta * d;
   for (std::int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const std::int64_t slice = g / per_slice;  // b * heads_q + h
     const int a0 = static_cast<int>(g % per_slice) * kRowsPerCta;
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
       const int c0 = j * kChunk, chunk = min(kChunk, nc - c0);
       __syncthreads();  // q_s is written; the previous chunk's scores are done
       for (int l = warp; l < chunk; l += kRowsPerCta)  // a warp a key cube's row, no divisions
-        for (int e = lane; e < d; e += 32) stage[l * (d + 1) + e] = s.k_mean[(kv0 + c0 + l) * d + e];
+        for (int e = lane; e < d; e += 32) stage[l * (d + 1) + e] = static_cast<double>(s.k_mean[(kv0 + c0 + l) * d + e]);
       __syncthreads();
       if (active && lane < chunk) set_score(j, sparse::vsa_cube_score(q_s + warp * d, stage + lane * (d + 1), d, s.scale));
     }
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
         const int c0 = j * kChunk, chunk = min(kChunk, nc - c0);
         __syncthreads();  // the previous chunk's (or the scores') reads of stage are done
         for (int l = warp; l < chunk; l += kRowsPerCta)
-          for (int e = lane; e < width; e += 32) stage[l * width + e] = s.v_mean[(kv0 + c0 + l) * dv + e0 + e];
+          for (int e = lane; e < width; e += 32) stage[l * width + e] = static_cast<double>(s.v_mean[(kv0 + c0 + l) * dv + e0 + e]);
         __syncthreads();
         if (!active) continue;
         const double weight = lane < chunk ? score_at(j) : 0.0;
@@ -195,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
           const double w = __shfl_sync(0xffffffffu, weight, l);
 #pragma unroll
           for (int i = 0; i < kDimsPerLane; ++i)
-            if (lane + 32 * i < width) acc[i] += w * static_cast<double>(stage[l * width + lane + 32 * i]);
+            if (lane + 32 * i < width) acc[i] += w * stage[l * width + lane + 32 * i];
         }
       }
       if (active) {
@@ -262,8 +266,8 @@ Diagnostics queue(const VsaSelect& s, cudaStream_t st) {
   pool_kernel<T><<<stride_loop_grid(rows + 2 * kv), kPoolThreads, 0, st>>>(s, rows, kv);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "video_sparse cube means launch"); !why.ok()) return why;
   const std::int64_t groups = static_cast<std::int64_t>(s.batch) * s.heads_q * ((nc + kRowsPerCta - 1) / kRowsPerCta);
-  const std::size_t smem = sizeof(double) * kRowsPerCta * s.head_dim +
-                           sizeof(float) * kChunk * std::max(s.head_dim + 1, std::min(s.head_dim_v, kVDims));
+  const std::size_t smem =
+      sizeof(double) * (kRowsPerCta * s.head_dim + kChunk * std::max(s.head_dim + 1, std::min(s.head_dim_v, kVDims)));
   if (smem > kDefaultSmem)
     if (Diagnostics why = check_cuda(cudaFuncSetAttribute(coarse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                           static_cast<int>(smem)),
@@ -293,7 +297,7 @@ Diagnostics queue_combine(const VsaCombine& c, cudaStream_t st) {
 
 Diagnostics vsa_select(const VsaSelect& s, StreamHandle stream) {
   if (s.batch == 0 || s.heads_q == 0 || s.cubes.tiles() == 0) return {};
-  // The plan makes 4 x 4 x 4 cubes; the coarse pass stages d-wide rows in shared memory (48.1 KB at d 256).
+  // The plan makes 4 x 4 x 4 cubes; the coarse pass stages d-wide rows in shared memory (80.2 KB at d 256).
   if (s.cubes.tile_tokens() > kCubeTokens || s.head_dim > kMaxCoarseDim)
     return diagnose("AK1012", {{"what", "video_sparse_attn_h3's CUDA selection: cube tokens x head dim"},
                                {"value", std::to_string(s.cubes.tile_tokens()) + " x " + std::to_string(s.head_dim)},
