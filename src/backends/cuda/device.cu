@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,6 +44,23 @@ Result<DeviceProperties> current_device_properties() {
   d.max_threads_per_multiprocessor = prop.maxThreadsPerMultiProcessor;
   if (device < static_cast<int>(cache.size())) cache[device] = d;
   return d;
+}
+
+Diagnostics raise_dynamic_smem(const void* kernel, std::size_t bytes, std::string_view what) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, std::size_t> raised;  // (device, kernel) -> the limit set
+  int device = 0;
+  if (Diagnostics why = check_cuda(cudaGetDevice(&device), "cudaGetDevice"); !why.ok()) return why;
+  std::lock_guard lock(mutex);
+  std::size_t& limit = raised[{device, kernel}];
+  if (bytes <= limit) return {};
+  if (Diagnostics why = check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(bytes)),
+                                   "cudaFuncSetAttribute(" + std::string(what) + " shared memory)");
+      !why.ok())
+    return why;
+  limit = bytes;
+  return {};
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "attnkit/core/diagnostic.hpp"
+#include "attnkit/core/host_device.hpp"
 
 namespace attnkit::cuda {
 
@@ -24,10 +25,16 @@ inline unsigned stride_loop_grid(std::int64_t work) {
   return static_cast<unsigned>(work < 1 ? 1 : work > kMaxGrid ? kMaxGrid : work);
 }
 
+// Raises `kernel`'s dynamic shared memory limit on the current device to at
+// least `bytes`, at plan time; never lowers it, so plans of other shapes that
+// share the kernel keep what they configured. Calls the runtime only when the
+// limit rises. AK6001 (naming `what`) on failure.
+Diagnostics raise_dynamic_smem(const void* kernel, std::size_t bytes, std::string_view what);
+
 // Whether a pointer allows 16-byte loads and stores, and whether rows of 2-byte
 // elements at these strides (elements between batches, tokens, heads) from
 // such a pointer all do: the kernels' vector paths of 8 elements a load.
-inline bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+AK_HOST_DEVICE bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 inline bool rows_aligned_16(const void* p, const std::int64_t (&strides)[3]) {
   return aligned_16(p) && strides[0] % 8 == 0 && strides[1] % 8 == 0 && strides[2] % 8 == 0;
 }

@@ -428,11 +428,9 @@ __global__ void __launch_bounds__(kThreads, kCausal ? 1 : 2) query_kernel(Hybrid
 }
 
 
+// configure_hybrid_linear raised each kernel's shared memory limit at plan time.
 template <class Kernel>
 Diagnostics launch(Kernel kernel, unsigned grid, int smem, cudaStream_t st, const char* what, auto... args) {
-  if (Diagnostics why = check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), what);
-      !why.ok())
-    return why;
   kernel<<<grid, kThreads, smem, st>>>(args...);
   return check_cuda(cudaGetLastError(), what);
 }
@@ -466,7 +464,25 @@ Diagnostics queue_dim(const HybridLinear& a, cudaStream_t st) {
   return queue<T, 128>(a, st);
 }
 
+template <class T, int D>
+Diagnostics configure(bool causal) {
+  const void* query = causal ? reinterpret_cast<const void*>(query_kernel<T, D, true>)
+                             : reinterpret_cast<const void*>(query_kernel<T, D, false>);
+  if (Diagnostics why = raise_dynamic_smem(reinterpret_cast<const void*>(chunk_state_kernel<T, D>),
+                                           hybrid_chunk_state_smem(D).bytes(), "hybrid_window chunk state");
+      !why.ok())
+    return why;
+  return raise_dynamic_smem(query, hybrid_query_smem(D, causal).bytes(), "hybrid_window linear branch");
+}
+
 }  // namespace
+
+Diagnostics configure_hybrid_linear(DType dtype, int head_dim, bool causal) {
+  if (head_dim != 64 && head_dim != 128) return {};  // hybrid_linear refuses the shape (AK2105)
+  if (dtype == DType::bf16)
+    return head_dim == 64 ? configure<__nv_bfloat16, 64>(causal) : configure<__nv_bfloat16, 128>(causal);
+  return head_dim == 64 ? configure<__half, 64>(causal) : configure<__half, 128>(causal);
+}
 
 Diagnostics hybrid_linear(const HybridLinear& a, StreamHandle stream) {
   if (a.head_dim != 64 && a.head_dim != 128)

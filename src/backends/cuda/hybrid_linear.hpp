@@ -88,6 +88,9 @@ constexpr std::size_t hybrid_linear_smem_bytes(int d, bool causal) {
   return static_cast<std::size_t>(std::max(hybrid_chunk_state_smem(d).bytes(), hybrid_query_smem(d, causal).bytes()));
 }
 
+// Lets the kernels of this dtype, head dim and causality take their shared
+// memory: at plan time, on the plan's device, so that hybrid_linear stays capturable.
+Diagnostics configure_hybrid_linear(DType dtype, int head_dim, bool causal);
 // Queues the three steps (AK2105 for a head dim other than 64 / 128).
 Diagnostics hybrid_linear(const HybridLinear& a, StreamHandle stream);
 

@@ -187,9 +187,7 @@ Diagnostics configure_sol_route() {
   // One value for every shape (the most either variant launches with): plans of other shapes never lower it.
   for (auto* kernel : {route_kernel<__nv_bfloat16, true>, route_kernel<__nv_bfloat16, false>, route_kernel<__half, true>,
                        route_kernel<__half, false>})
-    if (Diagnostics why = check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          static_cast<int>(kRouteSmemMax)),
-                                     "cudaFuncSetAttribute(sol routing shared memory)");
+    if (Diagnostics why = raise_dynamic_smem(reinterpret_cast<const void*>(kernel), kRouteSmemMax, "sol routing");
         !why.ok())
       return why;
   return {};

@@ -39,7 +39,7 @@ struct SolRoute {
 inline constexpr int kSolMaxHeadDim = 512;
 
 // Lets the routing kernel use the shared memory its larger shapes need (plan
-// time, once per process is enough; not during a graph capture).
+// time, on the plan's device; not during a graph capture).
 Diagnostics configure_sol_route();
 // Queues the tile means, the routing and the CSR lists.
 Diagnostics sol_route(const SolRoute& s, StreamHandle stream);

@@ -67,7 +67,7 @@ __device__ PoolBlock<T> pool_block_at(const SpargeSelect& s, std::int64_t u, std
 template <class T>
 __device__ void stage_rows(T* x, const PoolBlock<T>& p, int d) {
   const int ld = pool_ld(d);
-  const bool vec = d % 8 == 0 && p.row_stride % 8 == 0 && reinterpret_cast<std::uintptr_t>(p.row0) % 16 == 0;
+  const bool vec = d % 8 == 0 && p.row_stride % 8 == 0 && aligned_16(p.row0);
   if (vec) {
     const int chunks = d / 8;
     const std::uint32_t base = smem_addr(x);
@@ -322,10 +322,7 @@ std::size_t sparge_select_smem_bytes(int key_blocks, int head_dim) {
 Diagnostics configure_sparge_select(std::size_t bytes) {
   for (const void* kernel : {reinterpret_cast<const void*>(select_kernel<1>), reinterpret_cast<const void*>(select_kernel<2>),
                              reinterpret_cast<const void*>(select_kernel<4>)})
-    if (Diagnostics why = check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          static_cast<int>(bytes)),
-                                     "cudaFuncSetAttribute(sparge_select shared memory)");
-        !why.ok())
+    if (Diagnostics why = raise_dynamic_smem(kernel, bytes, "sparge_select"); !why.ok())
       return why;
   return {};
 }

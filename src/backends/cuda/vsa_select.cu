@@ -26,7 +26,6 @@ constexpr int kCubeTokens = 64;  // 4 x 4 x 4 (VideoSparseSettings::kCube)
 constexpr int kRowsPerCta = kThreads / 32;
 constexpr int kChunk = 32;
 constexpr int kMaxCoarseDim = 256;  // the coarse pass's staged rows: 80.2 KB of shared memory at d 256
-constexpr std::size_t kDefaultSmem = 48 * 1024;  // more (d 256) takes cudaFuncSetAttribute
 
 // One CTA per cube of one (sequence, head) slice of q, k or v (q's first,
 // then k's, then v's): each thread a dim, summing the cube's tokens in tile
@@ -69,6 +68,12 @@ constexpr int kRegChunks = 16;
 constexpr int kDimsPerLane = 4;
 constexpr int kVDims = 32 * kDimsPerLane;
 static_assert(kChunk == 32, "a chunk's key cubes are a warp's lanes");
+
+// The coarse pass's dynamic shared memory: q means [kRowsPerCta][d], then the
+// larger of key-cube means [kChunk][d + 1] and v means [kChunk][min(dv, kVDims)], as double.
+std::size_t coarse_smem_bytes(int head_dim, int head_dim_v) {
+  return sizeof(double) * (kRowsPerCta * head_dim + kChunk * std::max(head_dim + 1, std::min(head_dim_v, kVDims)));
+}
 
 // The coarse pass of kRowsPerCta query cubes a of one (sequence, head), warp
 // w taking query cube a0 + w:
@@ -266,15 +271,8 @@ Diagnostics queue(const VsaSelect& s, cudaStream_t st) {
   pool_kernel<T><<<stride_loop_grid(rows + 2 * kv), kPoolThreads, 0, st>>>(s, rows, kv);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "video_sparse cube means launch"); !why.ok()) return why;
   const std::int64_t groups = static_cast<std::int64_t>(s.batch) * s.heads_q * ((nc + kRowsPerCta - 1) / kRowsPerCta);
-  const std::size_t smem =
-      sizeof(double) * (kRowsPerCta * s.head_dim + kChunk * std::max(s.head_dim + 1, std::min(s.head_dim_v, kVDims)));
-  if (smem > kDefaultSmem)
-    if (Diagnostics why = check_cuda(cudaFuncSetAttribute(coarse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          static_cast<int>(smem)),
-                                     "cudaFuncSetAttribute(video_sparse coarse pass shared memory)");
-        !why.ok())
-      return why;
-  coarse_kernel<<<stride_loop_grid(groups), kThreads, smem, st>>>(s, groups);
+  // configure_vsa_select raised the limit at plan time where this is above 48 KB.
+  coarse_kernel<<<stride_loop_grid(groups), kThreads, coarse_smem_bytes(s.head_dim, s.head_dim_v), st>>>(s, groups);
   if (Diagnostics why = check_cuda(cudaGetLastError(), "video_sparse coarse pass launch"); !why.ok()) return why;
   return csr_from_flags({s.flags, s.counts, s.offsets, s.indices, rows, nc}, st);
 }
@@ -294,6 +292,12 @@ Diagnostics queue_combine(const VsaCombine& c, cudaStream_t st) {
 }
 
 }  // namespace
+
+Diagnostics configure_vsa_select(int head_dim, int head_dim_v) {
+  if (head_dim > kMaxCoarseDim) return {};  // vsa_select refuses the shape (AK1012)
+  return raise_dynamic_smem(reinterpret_cast<const void*>(coarse_kernel), coarse_smem_bytes(head_dim, head_dim_v),
+                            "video_sparse coarse pass");
+}
 
 Diagnostics vsa_select(const VsaSelect& s, StreamHandle stream) {
   if (s.batch == 0 || s.heads_q == 0 || s.cubes.tiles() == 0) return {};

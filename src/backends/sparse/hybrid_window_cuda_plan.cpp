@@ -116,6 +116,11 @@ Result<std::unique_ptr<Plan>> make_hybrid_window_cuda_plan(const Problem& p, con
   const Problem window = hybrid_softmax_problem(p, s);
   auto runner = CudaSparseRunner::create(window, gpu, {}, {}, std::nullopt);
   if (!runner) return runner.diagnostics();
+#if defined(ATTNKIT_HAS_CUDA)
+  if (gpu.detected && p.has_gate)  // without a gate the window kernel is the whole run
+    if (Diagnostics why = cuda::configure_hybrid_linear(p.dtype, p.head_dim_qk, window.window.right == 0); !why.ok())
+      return why;
+#endif
   return std::unique_ptr<Plan>(
       std::make_unique<HybridWindowCudaPlan>(p, window.window.right == 0, std::move(*runner)));
 }

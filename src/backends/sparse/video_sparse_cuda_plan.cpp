@@ -164,6 +164,10 @@ Result<std::unique_ptr<Plan>> make_video_sparse_cuda_plan(const Problem& p, cons
   auto runner = CudaSparseRunner::create(fine_problem(p), gpu, {cube_layout(p)}, {}, video_cubes(*p.video),
                                          /*q64=*/true);
   if (!runner) return runner.diagnostics();
+#if defined(ATTNKIT_HAS_CUDA)
+  if (gpu.detected)
+    if (Diagnostics why = cuda::configure_vsa_select(p.head_dim_qk, p.head_dim_v); !why.ok()) return why;
+#endif
   return std::unique_ptr<Plan>(std::make_unique<VideoSparseCudaPlan>(p, s, std::move(*runner)));
 }
 
