@@ -358,6 +358,29 @@ TEST_F(SpargeGpu, PoisonedWorkspaceAndOutput) {
   }
 }
 
+// Plans share the selection kernels and so their shared memory limit: a later
+// plan of a smaller shape must not lower it under an earlier, larger one
+// (33 280 tokens: 520 key blocks, 54 KB a CTA, above the default 48 KB; the
+// small plan's 22 KB once left the large plan's launch failing, AK6001).
+TEST_F(SpargeGpu, ASmallerLaterPlanKeepsTheLargerPlansSharedMemory) {
+  const Problem big = make_test_problem(33280, 33280, 1, 1, 128, DType::bf16);
+  const SpargeSettings s = settings()[0].settings;
+  auto large = sparse::make_device_sparge_selection(big, s, *gpu_);
+  ASSERT_TRUE(large.ok()) << large.diagnostics().summary();
+  auto small = sparse::make_device_sparge_selection(sparge_gpu_problem(), s, *gpu_);
+  ASSERT_TRUE(small.ok()) << small.diagnostics().summary();
+  auto data = HostProblemData::create(big, {.seed = 37});
+  ASSERT_TRUE(data.ok());
+  DeviceBinding dev(data->tensors());
+  DeviceWorkspace ws((*large)->bytes());
+  auto lists = (*large)->select(dev.t, ws.span(), nullptr);
+  ASSERT_TRUE(lists.ok()) << lists.diagnostics().summary();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto listed = (*large)->listed(*lists, nullptr);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_GT(*listed, 0);
+}
+
 // run() without statistics allocates nothing and waits for nothing: it
 // captures into a CUDA graph whose replay matches the eager run.
 TEST_F(SpargeGpu, RunCapturesIntoACudaGraph) {
