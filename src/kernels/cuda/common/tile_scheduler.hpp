@@ -74,10 +74,17 @@ struct TileScheduler {
 };
 
 // Heads a group of fa3's persistent walk over unequal tiles (grouped_tile's
-// `group`), from the bytes of K and V a (batch, head) slice holds:
-//  - dynamic (tiles from a counter, rows past 8 query blocks): heads whose K
-//    and V fit a quarter of the L2 (groups of 2-3 heads ran 5-6% slower than
-//    one head at a time at d128 causal s16k and d256 causal s8k, 2026-12-02);
+// `group`), from the walk, the tile's rows and the bytes of K and V a (batch,
+// head) slice holds:
+//  - dynamic (tiles from a counter, rows past 8 query blocks), 128-row tiles
+//    (d96-d256): round(CTAs / query blocks a head) heads, so that a group's
+//    tiles fill about one round of the grid, within half the L2. At causal
+//    s2k / s4k / s8k (8 / 4 / 2 heads) d128 ran 1.03 / 1.04 / 1.04x and d256
+//    1.08 / 1.09 / 1.09x over groups whose K and V fit a quarter of the L2;
+//    groups of 3, 6 or 12 heads, whose tiles straddle rounds, were the
+//    slowest (H100, 2026-12-08, docs/perf/gpu-fa3.md);
+//  - dynamic, d64's 192-row tiles: heads whose K and V fit a quarter of the
+//    L2 (the round rule ran 1-3% slower at s4k / s8k, the same call);
 //  - static, d128 (short rows): one head at a time, its 1-8 tiles dealt side
 //    by side, so its K and V come from DRAM once. Groups of heads whose K and
 //    V filled half the L2 moved 306 MB from DRAM against 268 compulsory at
@@ -87,10 +94,26 @@ struct TileScheduler {
 //    192-row tiles ran 2% slower one head at a time (the same call): at ~2/3
 //    of d128's rate they press less on DRAM, and the balance across CTAs
 //    weighs more. d96 was not measured.
-inline long long walk_group_heads(bool dynamic, int head_dim_qk, long long kv_bytes_per_slice, long long l2_bytes) {
-  if (!dynamic && head_dim_qk == 128) return 1;
-  const long long budget = l2_bytes / (dynamic ? 4 : 2);
-  return std::clamp<long long>(kv_bytes_per_slice > 0 ? budget / kv_bytes_per_slice : 1, 1, 1 << 20);
+struct WalkGroupShape {
+  bool dynamic = false;
+  int head_dim_qk = 0;
+  int block_m = 0;                    // rows a tile
+  long long m_blocks = 0;             // query tiles a head
+  long long ctas = 0;                 // the persistent grid
+  long long kv_bytes_per_slice = 0;   // K and V of one (batch, head)
+  long long l2_bytes = 0;
+};
+inline long long walk_group_heads(const WalkGroupShape& w) {
+  constexpr long long kMax = 1 << 20;
+  auto heads_in = [&](long long budget) {
+    return std::clamp<long long>(w.kv_bytes_per_slice > 0 ? budget / w.kv_bytes_per_slice : 1, 1, kMax);
+  };
+  if (!w.dynamic && w.head_dim_qk == 128) return 1;
+  if (w.dynamic && w.block_m == 128 && w.m_blocks > 0 && w.ctas > 0) {
+    const long long round = std::clamp<long long>((w.ctas + w.m_blocks / 2) / w.m_blocks, 1, kMax);
+    return std::min(round, heads_in(w.l2_bytes / 2));
+  }
+  return heads_in(w.l2_bytes / (w.dynamic ? 4 : 2));
 }
 
 // The persistent walk's decode (fa3) on divisors built once per launch: the

@@ -261,8 +261,9 @@ cudaError_t fa3_launch_once(const AttnParams& a_in, cudaStream_t stream, const R
   if (persistent && !uniform_tiles && ctas < tiles) {
     const long long kv_bytes_per_slice =
         static_cast<long long>(a.seqlen_k) * (a.head_dim_qk + a.head_dim_v) * sizeof(typename Traits::T);
-    params.cost_group =
-        static_cast<int>(walk_group_heads(dynamic, Traits::kHeadDimQK, kv_bytes_per_slice, limits.l2_bytes));
+    params.cost_group = static_cast<int>(walk_group_heads(
+        {dynamic, Traits::kHeadDimQK, Traits::kBlockM, TileScheduler<Traits::kBlockM>::num_m_blocks(a), ctas,
+         kv_bytes_per_slice, limits.l2_bytes}));
     if (a.walk_group > 0) params.cost_group = a.walk_group;  // bench_fa2 --walk-groups
   }
   ctas = std::min<long long>(ctas, 0x7fffffffLL);
