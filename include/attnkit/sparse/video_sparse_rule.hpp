@@ -17,9 +17,9 @@ namespace attnkit::sparse {
 AK_HOST_DEVICE float vsa_cube_mean(double sum, int tokens) {
   return static_cast<float>(unfused_div(sum, static_cast<double>(tokens)));
 }
-// The means as float, or already widened to double (exact: the same products).
-template <class Q, class K>
-AK_HOST_DEVICE double vsa_cube_score(const Q* q_mean, const K* k_mean, int d, double scale) {
+// q's mean as float, or already widened to double (exact: the same products).
+template <class Q>
+AK_HOST_DEVICE double vsa_cube_score(const Q* q_mean, const float* k_mean, int d, double scale) {
   double dot = 0.0;
   for (int e = 0; e < d; ++e) dot = unfused_add(dot, unfused_mul(static_cast<double>(q_mean[e]), static_cast<double>(k_mean[e])));
   return unfused_mul(scale, dot);

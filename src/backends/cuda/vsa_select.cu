@@ -25,7 +25,7 @@ constexpr int kCubeTokens = 64;  // 4 x 4 x 4 (VideoSparseSettings::kCube)
 // (sequence, head) per CTA sharing each staged chunk of kChunk key-cube means.
 constexpr int kRowsPerCta = kThreads / 32;
 constexpr int kChunk = 32;
-constexpr int kMaxCoarseDim = 256;  // the coarse pass's staged rows: 80.2 KB of shared memory at d 256
+constexpr int kMaxCoarseDim = 256;  // the coarse pass's staged rows: 48.1 KB of shared memory at d 256
 
 // One CTA per cube of one (sequence, head) slice of q, k or v (q's first,
 // then k's, then v's): each thread a dim, summing the cube's tokens in tile
@@ -69,10 +69,11 @@ constexpr int kDimsPerLane = 4;
 constexpr int kVDims = 32 * kDimsPerLane;
 static_assert(kChunk == 32, "a chunk's key cubes are a warp's lanes");
 
-// The coarse pass's dynamic shared memory: q means [kRowsPerCta][d], then the
-// larger of key-cube means [kChunk][d + 1] and v means [kChunk][min(dv, kVDims)], as double.
+// The coarse pass's dynamic shared memory: q means [kRowsPerCta][d] as double,
+// then the larger of key-cube means [kChunk][d + 1] and v means [kChunk][min(dv, kVDims)] as float.
 std::size_t coarse_smem_bytes(int head_dim, int head_dim_v) {
-  return sizeof(double) * (kRowsPerCta * head_dim + kChunk * std::max(head_dim + 1, std::min(head_dim_v, kVDims)));
+  return sizeof(double) * kRowsPerCta * head_dim +
+         sizeof(float) * kChunk * std::max(head_dim + 1, std::min(head_dim_v, kVDims));
 }
 
 // The coarse pass of kRowsPerCta query cubes a of one (sequence, head), warp
@@ -90,19 +91,18 @@ std::size_t coarse_smem_bytes(int head_dim, int head_dim_v) {
 // Before (scores in global memory, the 64 passes and the output re-reading
 // them there, v_mean read by every warp, q and k means widened per product):
 // 1.34 ms at 20 x 32 x 48 latents, 24 heads, d128, bf16, H100, 2026-12-07;
-// 0.85 ms with the above and k / v means staged as float (widened per product).
+// 0.85 ms with the above. Staging k and v means as double too (widened once
+// a CTA, not once a product) ran 0.86 ms (H100, 2026-12-08): the conversions
+// are not what limits this pass, so they stay float.
 __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int64_t groups) {
-  // q means [kRowsPerCta][d], then either key-cube means [kChunk][d + 1] or v
-  // means [kChunk][min(dv, kVDims)], all widened to double once as they are
-  // staged (exact), so that the products do not convert: a float -> double
-  // conversion issues at a quarter of fp64 add's rate on sm_80 / sm_90 (16
-  // against 64 a clock an SM), and each staged mean feeds kRowsPerCta rows.
+  // q means [kRowsPerCta][d] as double, then either key-cube means [kChunk][d + 1]
+  // or v means [kChunk][min(dv, kVDims)] as float (coarse_smem_bytes).
   extern __shared__ double smem[];
   const int nc = s.cubes.tiles(), d = s.head_dim, dv = s.head_dim_v, group = s.heads_q / s.heads_kv;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int per_slice = (nc + kRowsPerCta - 1) / kRowsPerCta;
   double* q_s = smem;
-  double* stage = smem + kRowsPerCta * d;
+  float* stage = reinterpret_cast<float*>(smem + kRowsPerCta * d);
   for (std::int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const std::int64_t slice = g / per_slice;  // b * heads_q + h
     const int a0 = static_cast<int>(g % per_slice) * kRowsPerCta;
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
       const int c0 = j * kChunk, chunk = min(kChunk, nc - c0);
       __syncthreads();  // q_s is written; the previous chunk's scores are done
       for (int l = warp; l < chunk; l += kRowsPerCta)  // a warp a key cube's row, no divisions
-        for (int e = lane; e < d; e += 32) stage[l * (d + 1) + e] = static_cast<double>(s.k_mean[(kv0 + c0 + l) * d + e]);
+        for (int e = lane; e < d; e += 32) stage[l * (d + 1) + e] = s.k_mean[(kv0 + c0 + l) * d + e];
       __syncthreads();
       if (active && lane < chunk) set_score(j, sparse::vsa_cube_score(q_s + warp * d, stage + lane * (d + 1), d, s.scale));
     }
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
         const int c0 = j * kChunk, chunk = min(kChunk, nc - c0);
         __syncthreads();  // the previous chunk's (or the scores') reads of stage are done
         for (int l = warp; l < chunk; l += kRowsPerCta)
-          for (int e = lane; e < width; e += 32) stage[l * width + e] = static_cast<double>(s.v_mean[(kv0 + c0 + l) * dv + e0 + e]);
+          for (int e = lane; e < width; e += 32) stage[l * width + e] = s.v_mean[(kv0 + c0 + l) * dv + e0 + e];
         __syncthreads();
         if (!active) continue;
         const double weight = lane < chunk ? score_at(j) : 0.0;
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) coarse_kernel(VsaSelect s, std::int6
           const double w = __shfl_sync(0xffffffffu, weight, l);
 #pragma unroll
           for (int i = 0; i < kDimsPerLane; ++i)
-            if (lane + 32 * i < width) acc[i] += w * stage[l * width + lane + 32 * i];
+            if (lane + 32 * i < width) acc[i] += w * static_cast<double>(stage[l * width + lane + 32 * i]);
         }
       }
       if (active) {
@@ -301,7 +301,7 @@ Diagnostics configure_vsa_select(int head_dim, int head_dim_v) {
 
 Diagnostics vsa_select(const VsaSelect& s, StreamHandle stream) {
   if (s.batch == 0 || s.heads_q == 0 || s.cubes.tiles() == 0) return {};
-  // The plan makes 4 x 4 x 4 cubes; the coarse pass stages d-wide rows in shared memory (80.2 KB at d 256).
+  // The plan makes 4 x 4 x 4 cubes; the coarse pass stages d-wide rows in shared memory (48.1 KB at d 256).
   if (s.cubes.tile_tokens() > kCubeTokens || s.head_dim > kMaxCoarseDim)
     return diagnose("AK1012", {{"what", "video_sparse_attn_h3's CUDA selection: cube tokens x head dim"},
                                {"value", std::to_string(s.cubes.tile_tokens()) + " x " + std::to_string(s.head_dim)},

@@ -39,7 +39,7 @@ struct VsaSelect {
   std::int32_t* indices = nullptr; // [rows * cubes] (offsets[rows] used)
 };
 
-// Lets the coarse pass take the shared memory these head dims need (80.2 KB at
+// Lets the coarse pass take the shared memory these head dims need (48.1 KB at
 // d 256): at plan time, on the plan's device, so that vsa_select stays capturable.
 Diagnostics configure_vsa_select(int head_dim, int head_dim_v);
 // Queues the means, the coarse pass with the selection, and the CSR lists.
