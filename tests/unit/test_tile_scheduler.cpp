@@ -117,8 +117,8 @@ TEST(TileScheduler, ShortCausalRowsAtD128WalkOneHeadAtATime) {
   EXPECT_EQ(walk_group_heads({false, 64, 192, 3, 132, 2LL * 512 * 64 * 2, kL2}), 200);
 }
 
-// The dynamic walk (rows past 8 query blocks) of 128-row tiles groups the
-// heads whose tiles fill about one round of the grid: 8 / 4 / 2 / 1 heads at
+// The dynamic walk of 128-row tiles groups as many heads as have their tiles
+// within one round of the grid: 8 / 4 / 2 / 1 heads at
 // s2k / s4k / s8k / s16k on 132 CTAs (1.03-1.09x over the quarter-L2 groups at
 // d128 / d256 causal s2k-s8k; groups of 3, 6 and 12 were the slowest; H100,
 // 2026-12-08), never more than half the L2 holds. d64's 192-row tiles keep
@@ -133,6 +133,9 @@ TEST(TileScheduler, DynamicWalkGroupsFillAboutOneRoundOfTheGrid) {
     EXPECT_EQ(walk_group_heads({true, d, 128, 128, 132, kv(16384, d), kL2}), 1) << "d" << d;
     EXPECT_EQ(walk_group_heads({true, d, 128, 1024, 132, kv(131072, d), kL2}), 1) << "d" << d;
   }
+  // d256's short causal rows take the dynamic walk too: 33 heads of 4 tiles fill a round exactly, 16 of 8 stay inside it.
+  EXPECT_EQ(walk_group_heads({true, 256, 128, 4, 132, kv(512, 256), kL2}), 33);
+  EXPECT_EQ(walk_group_heads({true, 256, 128, 8, 132, kv(1024, 256), kL2}), 16);
   // Half the L2 bounds a group: d256 s2k's 2 MB heads on a 4 MB L2 (1 head), then on an 8 MB one (2).
   EXPECT_EQ(walk_group_heads({true, 256, 128, 16, 132, kv(2048, 256), 4LL << 20}), 1);
   EXPECT_EQ(walk_group_heads({true, 256, 128, 16, 132, kv(2048, 256), 8LL << 20}), 2);

@@ -76,13 +76,14 @@ struct TileScheduler {
 // Heads a group of fa3's persistent walk over unequal tiles (grouped_tile's
 // `group`), from the walk, the tile's rows and the bytes of K and V a (batch,
 // head) slice holds:
-//  - dynamic (tiles from a counter, rows past 8 query blocks), 128-row tiles
-//    (d96-d256): round(CTAs / query blocks a head) heads, so that a group's
-//    tiles fill about one round of the grid, within half the L2. At causal
+//  - dynamic (tiles from a counter), 128-row tiles (d96-d256): as many heads
+//    as have their query tiles within one round of the grid (CTAs / query
+//    tiles a head, at least 1), within half the L2. At causal
 //    s2k / s4k / s8k (8 / 4 / 2 heads) d128 ran 1.03 / 1.04 / 1.04x and d256
 //    1.08 / 1.09 / 1.09x over groups whose K and V fit a quarter of the L2;
 //    groups of 3, 6 or 12 heads, whose tiles straddle rounds, were the
-//    slowest (H100, 2026-12-08, docs/perf/gpu-fa3.md);
+//    slowest (H100, 2026-12-08, docs/perf/gpu-fa3.md). d256's short causal
+//    rows (s512 / s1k: 33 / 16 heads, against 25 / 12 before) were not timed;
 //  - dynamic, d64's 192-row tiles: heads whose K and V fit a quarter of the
 //    L2 (the round rule ran 1-3% slower at s4k / s8k, the same call);
 //  - static, d128 (short rows): one head at a time, its 1-8 tiles dealt side
@@ -110,7 +111,7 @@ inline long long walk_group_heads(const WalkGroupShape& w) {
   };
   if (!w.dynamic && w.head_dim_qk == 128) return 1;
   if (w.dynamic && w.block_m == 128 && w.m_blocks > 0 && w.ctas > 0) {
-    const long long round = std::clamp<long long>((w.ctas + w.m_blocks / 2) / w.m_blocks, 1, kMax);
+    const long long round = std::clamp<long long>(w.ctas / w.m_blocks, 1, kMax);
     return std::min(round, heads_in(w.l2_bytes / 2));
   }
   return heads_in(w.l2_bytes / (w.dynamic ? 4 : 2));
