@@ -76,6 +76,7 @@ def run_cases():
     cases.append(["run"] + SMALL + ["--heads", "2"])  # --kv-heads follows --heads
     cases.append(["run", "--seqlen", "1073741825"])
     cases.append(["run", "--batch", "100000", "--seqlen", "100000", "--heads", "64"])
+    cases.append(["run", "--batch", "2147483647", "--seqlen", "1", "--heads", "1", "--head-dim", "8"])  # took minutes
     cases.append(["run", "--head-dim", "4096"])
     cases.append(["run", "--bogus"])
     return cases

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -211,6 +212,22 @@ TEST(Allocation, HostDataPastAvailableMemoryIsRefusedBeforeAllocating) {
   EXPECT_TRUE(d.diagnostics().has_code("AK1013")) << d.diagnostics().summary();
   EXPECT_TRUE(check_host_allocation("x", -1).has_code("AK1013"));
   EXPECT_TRUE(check_host_allocation("x", 1024).ok());
+}
+
+// `attnkit run --batch 2147483647 --seqlen 1 --heads 1 --head-dim 8` ran for
+// minutes: the per-sequence length vectors (2 x 8 GiB) were made before the
+// size check that then refused the 77 GB of tensors.
+TEST(Allocation, HostDataOfAHugeBatchIsRefusedBeforeItsLengthVectors) {
+  Problem p = small();
+  p.batch = INT32_MAX, p.seqlen_q = p.seqlen_k = 1, p.heads_q = p.heads_kv = 1, p.head_dim_qk = p.head_dim_v = 8;
+  const auto start = std::chrono::steady_clock::now();
+  const auto d = HostProblemData::create(p);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(d.diagnostics().has_code("AK1013")) << d.diagnostics().summary();
+  EXPECT_LT(seconds, 1.0) << "refused after allocating and filling batch-sized vectors";
+  p.layout = Layout::thd;  // explicit lengths of the wrong count are refused before anything is made
+  EXPECT_TRUE(HostProblemData::create(p, {.q_lens = {1, 1}}).diagnostics().has_code("AK1108"));
 }
 
 TEST(Allocation, PlansWhoseWorkspaceCannotExistAreRefused) {
