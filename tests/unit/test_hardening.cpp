@@ -358,6 +358,34 @@ TEST(Profiles, RoleShapesAreValidatedAtLoad) {
   }
 }
 
+// Before: a profile whose every role had layers: 0 was INVALID with no
+// diagnostic at all; a repeated key kept its first value (yaml-cpp's node[key])
+// and a second YAML document was dropped, both silently.
+TEST(Profiles, NoLayerRepeatedKeysAndSecondDocumentsAreMalformed) {
+  const std::string role = "      - {name: self, layers: 1, heads: 4, head_dim: 64}\n";
+  const std::string base = "name: x\ncomponents:\n  - name: t\n    roles:\n" + role;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, layers: 0}\n      - {name: cross, layers: 0}\n",
+       "no role builds a layer"},
+      {"name: x\nname: y\ncomponents:\n  - name: t\n    roles:\n" + role, "key 'name' appears twice"},
+      {"name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, heads: 4, heads: 6}\n",
+       "key 'heads' appears twice"},
+      {base + "---\n" + base, "more than one YAML document"}};
+  for (const auto& [text, why] : cases) {
+    select::DeploymentConfig c;
+    c.model = temp_file("attnkit_profile_case.yaml", text);
+    c.platform = "cpu";
+    const select::CheckResult r = select::check_deployment(c);
+    EXPECT_FALSE(r.ok) << text;
+    EXPECT_TRUE(r.diagnostics.has_code("AK4021")) << text << r.diagnostics.summary();
+    EXPECT_NE(r.diagnostics.summary().find(why), std::string::npos) << r.diagnostics.summary();
+  }
+  select::DeploymentConfig c;  // still valid: one role of two builds no layer, a trailing '---'
+  c.model = temp_file("attnkit_profile_case.yaml", base + "      - {name: cross, layers: 0}\n---\n");
+  c.platform = "cpu";
+  EXPECT_TRUE(select::check_deployment(c).ok) << select::check_deployment(c).diagnostics.summary();
+}
+
 // ---- index tensors of the wrong dtype or size, at the end of a guarded page ----
 // Reading one element past an index tensor faults; validation must refuse
 // without reading (wrong dtype / length) or read exactly what is there.
