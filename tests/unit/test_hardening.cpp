@@ -319,6 +319,26 @@ TEST(Parsers, NonScalarYamlKeysAreMalformed) {
   }
 }
 
+// k=v pairs refused a repeated key; JSON kept the last value and YAML (a file)
+// the last too, silently: {"topk": 0.5, "topk": 7} was valid.
+TEST(Parsers, RepeatedKeysAreMalformedInEveryConfigForm) {
+  for (const std::string& config :
+       {std::string("topk=0.5,topk=7"), std::string("{\"topk\": 0.5, \"topk\": 7}"),
+        std::string("{\"topk\": 7, \"topk\": 0.5}"), temp_file("attnkit_repeated.json", "{\"topk\": 7, \"topk\": 0.5}"),
+        temp_file("attnkit_repeated.yaml", "topk: 7\ntopk: 0.5\n")}) {
+    const select::CheckResult r = check_config(config);
+    EXPECT_TRUE(r.diagnostics.has_code("AK3106")) << config << ": " << r.diagnostics.summary();
+    EXPECT_NE(r.diagnostics.summary().find("'topk' is given twice"), std::string::npos) << r.diagnostics.summary();
+  }
+  // The same key in a nested object is no repeat (that value is refused for its type).
+  EXPECT_TRUE(check_config("{\"topk\": 0.5, \"x\": {\"topk\": 1}}").diagnostics.has_code("AK3102"));
+  select::DeploymentConfig c;
+  c.model = "wan";
+  c.platform = "cuda:sm90";
+  c.component_attention_backends = "{\"text_encoder\": \"sdpa\", \"text_encoder\": \"fa3\"}";
+  EXPECT_TRUE(select::check_deployment(c).diagnostics.has_code("AK3007")) << select::check_deployment(c).diagnostics.summary();
+}
+
 TEST(Parsers, HugeLayerRangesAreRefusedNotMaterialised) {
   for (const char* text : {"0-2147483647", "0-99999999999", "65536"})
     EXPECT_FALSE(select::parse_layer_list(text).ok()) << text;
