@@ -142,7 +142,7 @@ def _number(value, code, name):
     if not isinstance(value, (str, bytes)):
         try:
             return float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int past the double range (2**1024)
             pass
     raise _error(code, value=f"{name}={_shown(value)}")
 
@@ -483,8 +483,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise _unsupported("attn_mask", "arbitrary masks are not part of the SDPA drop-in")
     try:
         dropout = 0.0 if isinstance(dropout_p, (str, bytes)) else float(dropout_p)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         dropout = float("nan")
+    _flag(enable_gqa, "enable_gqa")  # GQA runs either way; "no" is not silently True
     if isinstance(dropout_p, (str, bytes)) or dropout != 0.0:
         raise _unsupported(f"dropout_p={_shown(dropout_p)}", "attnkit is an inference library: dropout_p must be 0.0")
     if _arrays.framework(query) == "torch":

@@ -262,3 +262,25 @@ def test_strings_that_are_not_utf8_are_catalogued_not_type_errors():
     expect_refused("AK1014", attnkit.explain, 1002)
     r = attnkit.check(["--model", "\udcffwan", "--platform", "cpu"])
     assert [d["code"] for d in r["diagnostics"]] == ["AK4020"]
+
+
+def test_lone_surrogates_that_surrogateescape_cannot_carry_are_replaced_too():
+    # '\ud800' (not one of surrogateescape's '\udc80'..'\udcff') raised UnicodeEncodeError.
+    q = randn(1, 8, 2, 32)
+    expect_refused("AK2002", attnkit.attention, q, q, q, backend="\ud800")
+    expect_refused("AK0004", attnkit.explain, "\ud800\udcff")
+    r = attnkit.check(["--model", "\ud800wan", "--platform", "cpu"])
+    assert [d["code"] for d in r["diagnostics"]] == ["AK4020"]
+
+
+# ---- Python arguments past what the native layer takes --------------------------------
+
+def test_numbers_past_the_double_range_are_refused_not_overflow_errors():
+    q = randn(1, 8, 2, 32)
+    expect_refused("AK1005", attnkit.attention, q, q, q, softcap=2**1024)
+    expect_refused("AK1006", attnkit.attention, q, q, q, softmax_scale=-2**2000)
+    x = q.swapaxes(1, 2)
+    expect_refused("AK1006", attnkit.scaled_dot_product_attention, x, x, x, scale=2**2000)
+    expect_refused("AK1011", attnkit.scaled_dot_product_attention, x, x, x, dropout_p=2**2000)
+    expect_refused("AK1014", attnkit.scaled_dot_product_attention, x, x, x, enable_gqa="no")  # was ignored
+
