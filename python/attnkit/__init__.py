@@ -43,6 +43,7 @@ _last_backend = contextvars.ContextVar("attnkit_last_backend", default=None)
 def force_backend(name):
     """Within the block, calls that do not name a backend use `name` (the process-wide
     global-force level of the selection order; an explicit backend= still wins)."""
+    name = _backend_name(name)  # a str (AK1014), checked before anything changes
     previous = _global_force()
     _set_global_force(name)
     try:

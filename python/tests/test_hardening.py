@@ -284,3 +284,17 @@ def test_numbers_past_the_double_range_are_refused_not_overflow_errors():
     expect_refused("AK1011", attnkit.scaled_dot_product_attention, x, x, x, dropout_p=2**2000)
     expect_refused("AK1014", attnkit.scaled_dot_product_attention, x, x, x, enable_gqa="no")  # was ignored
 
+
+def test_force_backend_takes_a_name_and_auto_forces_nothing():
+    q = randn(1, 8, 2, 32)
+    for name in (None, 5):
+        with pytest.raises(attnkit.AttnkitError) as e:
+            with attnkit.force_backend(name):
+                pass
+        assert e.value.code == "AK1014"  # was a nanobind TypeError
+    with attnkit.force_backend("auto"):  # was AK2002: unknown attention backend 'auto'
+        attnkit.attention(q, q, q)
+    with attnkit.force_backend("AUTO"):
+        attnkit.attention(q, q, q)
+    assert attnkit.last_backend() == "cpu_flash"
+
