@@ -298,3 +298,45 @@ def test_force_backend_takes_a_name_and_auto_forces_nothing():
         attnkit.attention(q, q, q)
     assert attnkit.last_backend() == "cpu_flash"
 
+
+@pytest.fixture(scope="module")
+def wan_cpu():
+    return attnkit.Deployment(model="wan", platform="cpu", dtype="fp32")
+
+
+@pytest.mark.parametrize("args, code", [
+    ((None, "self"), "AK1014"), (("transformer", 5), "AK1014"),      # nanobind TypeErrors
+    (("transformer", "self", "a"), "AK1014"),                       # ValueError of int()
+    (("transformer", "self", None), "AK1014"),                      # TypeError of int()
+    (("transformer", "self", 1.7), "AK1014"),                       # was layer 1, silently
+    (("transformer", "self", 2**70), "AK1012"),                     # nanobind TypeError
+    (("transformer", "self", 2**40), "AK3018"),
+    (("\ud800", "self"), "AK3018"),
+])
+def test_deployment_layer_arguments_are_catalogued(wan_cpu, args, code):
+    expect_refused(code, wan_cpu.layer, *args)
+
+
+@pytest.mark.parametrize("kwargs, code", [
+    ({"step": "x"}, "AK1014"), ({"step": 2.5}, "AK1014"), ({"step": -5}, "AK1014"), ({"step": 2**70}, "AK1012"),
+    ({"attention_backend_override": 5}, "AK1014"), ({"attention_backend_override": "\ud800"}, "AK2002"),
+])
+def test_deployment_request_arguments_are_catalogued(wan_cpu, kwargs, code):
+    def enter():
+        with wan_cpu.request(**kwargs):
+            pass
+    expect_refused(code, enter)
+    with wan_cpu.request(attention_backend_override="cpu_flash", step=np.int64(3)):  # numpy ints still serve
+        assert wan_cpu.layer("transformer", "self").backend == "cpu_flash"
+
+
+@pytest.mark.parametrize("config", [{"topk": {1, 2}}, {(1, 2): 0.5}])
+def test_deployment_dict_flags_json_cannot_hold_are_refused(config):
+    expect_refused("AK3107", attnkit.Deployment, model="wan", platform="cpu", attention_backend="sparge_attn",
+                   attention_backend_config=config)
+
+
+def test_a_profile_without_a_layer_is_malformed_not_an_empty_error(tmp_path):
+    path = tmp_path / "no_layers.yaml"
+    path.write_text("name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, layers: 0}\n")
+    expect_refused("AK4021", attnkit.Deployment, model=str(path), platform="cpu")
