@@ -120,7 +120,11 @@ def _shown(value):
 def _require_array(x, name):
     if x is None:
         raise _error("AK1101", name=name, reason=f"got None; pass {name} as a numpy, torch or cupy array")
-    if not (hasattr(x, "__dlpack__") and hasattr(x, "shape") and hasattr(x, "dtype")):
+    try:
+        readable = hasattr(x, "__dlpack__") and hasattr(x, "shape") and hasattr(x, "dtype")
+    except RuntimeError:  # a torch nested tensor raises on .shape
+        readable = False
+    if not readable:
         raise _error("AK1112", name=name, type=type(x).__name__)
 
 
