@@ -340,3 +340,28 @@ def test_a_profile_without_a_layer_is_malformed_not_an_empty_error(tmp_path):
     path = tmp_path / "no_layers.yaml"
     path.write_text("name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, layers: 0}\n")
     expect_refused("AK4021", attnkit.Deployment, model=str(path), platform="cpu")
+
+
+@pytest.mark.parametrize("kwargs, code", [
+    ({"rank": 0, "ring_degree": 0}, "AK5005"),                       # SIGFPE: rank_tokens divided by 0
+    ({"rank": 0, "ulysses_degree": -2}, "AK5005"),
+    ({"rank": 0, "ring_degree": 2**40}, "AK1012"),                   # nanobind TypeError
+    ({"rank": 2, "ring_degree": 2}, "AK5008"),                       # an empty shard, silently
+    ({"rank": -1, "ring_degree": 2}, "AK5008"),
+    ({"rank": 0, "ring_degree": 2, "replicated_tokens": 100}, "AK5008"),  # the whole array, silently
+    ({"rank": 0, "ring_degree": 2, "replicated_tokens": -3}, "AK5008"),   # a wrong shard, silently
+    ({"rank": "0", "ring_degree": 2}, "AK1014"),                     # nanobind TypeError
+    ({"rank": 0, "ring_degree": 2, "seq_dim": 7}, "AK1014"),         # IndexError
+    ({"rank": 0, "ring_degree": 2, "causal": "yes"}, "AK1014"),
+])
+def test_dist_shard_arguments_are_catalogued(kwargs, code):
+    import attnkit.dist
+    expect_refused(code, attnkit.dist.shard, randn(1, 8, 2, 16), **kwargs)
+
+
+def test_dist_attention_needs_a_communicator():
+    import attnkit.dist
+    q = randn(1, 8, 2, 16)
+    for comm in (None, 5):  # TypeErrors of the native all-gather
+        expect_refused("AK1014", attnkit.dist.attention, q, q, q, comm)
+    expect_refused("AK1101", attnkit.dist.shard, None, 0, ring_degree=2)
