@@ -4,8 +4,10 @@
 // an equivalent, unremarkable input).
 #include <gtest/gtest.h>
 
+#include <omp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -255,6 +257,17 @@ TEST(Allocation, TextFilesAreReadBoundedAndDirectoriesRefused) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(read_text_file(fifo).text.value_or("x"), "");
   std::filesystem::remove(fifo);
+}
+
+// OMP_NUM_THREADS=100000 attnkit run: SIGSEGV in GOMP_parallel (libgomp lays a
+// team's start data out on the caller's stack). The team size is capped.
+TEST(Allocation, AHugeOpenMpDefaultTeamIsCappedNotACrash) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(100000);  // what OMP_NUM_THREADS=100000 sets
+  EXPECT_LE(host_threads(), std::max(1024, omp_get_num_procs()));
+  for (const char* name : kCpuBackends) expect_same_result(name, small(), small());
+  omp_set_num_threads(before);
+  EXPECT_EQ(host_threads(), std::clamp(before, 1, std::max(1024, omp_get_num_procs())));
 }
 
 // ---- parser failures that escape ---------------------------------------------
