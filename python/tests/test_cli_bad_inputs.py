@@ -263,3 +263,18 @@ def test_inputs_that_ran_with_one_value_dropped_are_refused(args, code):
     # Before: check called them valid (one of two values kept silently) or INVALID with no diagnostic.
     kind, codes = cli_outcome(CLI, ["check", "--platform", "cpu"] + args)
     assert (kind, codes) == ("refused", code)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["run"] + SMALL + [flag, ""], "AK0002") for flag in ("--batch", "--seed", "--softcap", "--replicated-tokens",
+                                                          "--ring-degree", "--kv-heads")
+] + [
+    (["check", "--model", "llama", "--platform", "cuda:sm90", flag, ""], "AK3107")
+    for flag in ("--page-size", "--ring-degree", "--tp-size")
+])
+def test_empty_numbers_are_usage_errors_not_zero(args, code):
+    # CLI11 read "" as 0: --seed '' and --softcap '' ran (seed 0, no softcap), --batch '' was "got 0".
+    kind, codes = cli_outcome(CLI, args)
+    assert (kind, codes) == ("refused", code)
+    if args[0] == "check":  # attnkit.check() parses the same flags
+        assert python_codes(args[1:]) == ["AK3107"]
