@@ -278,3 +278,13 @@ def test_empty_numbers_are_usage_errors_not_zero(args, code):
     assert (kind, codes) == ("refused", code)
     if args[0] == "check":  # attnkit.check() parses the same flags
         assert python_codes(args[1:]) == ["AK3107"]
+
+
+@pytest.mark.parametrize("prefix, first", [("AK1", "AK1001"), ("AK9", None), ("\udcff", None)])
+def test_explain_list_honours_format_json(prefix, first):
+    # --format json was ignored by --list: a JSON reader got lines of text.
+    p = subprocess.run([CLI, "explain", "--list", "--format", "json", os.fsencode(prefix)], capture_output=True,
+                       timeout=60)
+    assert p.returncode == 0
+    codes = [e["code"] for e in json.loads(p.stdout)]
+    assert codes[:1] == ([first] if first else []) and all(c.startswith(prefix) for c in codes)
