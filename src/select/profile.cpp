@@ -240,6 +240,14 @@ RoleSpec parse_role(const YAML::Node& n, const std::string& component, const std
   return r;
 }
 
+// A profile describes one model: a few components of a few roles each. The
+// bounds keep `check` fast on any file, since YAML aliases repeat a list of
+// roles in every component that names it (a 108 KB profile made 4 million
+// roles: 78 s of check, hours for a 1 MiB one), and are checked before the
+// entries are parsed.
+constexpr std::size_t kMaxComponents = 64;
+constexpr std::size_t kMaxRolesPerComponent = 64;
+
 ComponentSpec parse_component(const YAML::Node& n, const std::string& source) {
   const Section s(n, "a component", {"name", "default", "roles", "sparse_allowed", "only", "allow_list", "auto",
                                      "engine_default_applies", "switchable", "llm", "multimodal",
@@ -261,6 +269,9 @@ ComponentSpec parse_component(const YAML::Node& n, const std::string& source) {
   c.weights_need = s.features("weights_need");
   const YAML::Node roles = s.node("roles");
   if (!roles || !roles.IsSequence() || roles.size() == 0) s.malformed("component '" + c.name + "' has no 'roles'");
+  if (roles.size() > kMaxRolesPerComponent)
+    s.malformed("component '" + c.name + "' has " + std::to_string(roles.size()) + " roles; a component has at most " +
+                std::to_string(kMaxRolesPerComponent));
   for (const auto& rn : roles) {
     RoleSpec r = parse_role(rn, c.name, source);
     for (const RoleSpec& other : c.roles)
@@ -321,6 +332,9 @@ Profile parse_one(const YAML::Node& root, std::string_view source_view) {
   }
   const YAML::Node comps = s.node("components");
   if (!comps || !comps.IsSequence() || comps.size() == 0) s.malformed("missing 'components' (a non-empty list)");
+  if (comps.size() > kMaxComponents)
+    s.malformed("it has " + std::to_string(comps.size()) + " components; a profile has at most " +
+                std::to_string(kMaxComponents));
   for (const auto& cn : comps) {
     ComponentSpec c = parse_component(cn, source);
     if (p.find_component(c.name)) s.malformed("component '" + c.name + "' is listed twice");
