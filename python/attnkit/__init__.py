@@ -43,6 +43,7 @@ _last_backend = contextvars.ContextVar("attnkit_last_backend", default=None)
 def force_backend(name):
     """Within the block, calls that do not name a backend use `name` (the process-wide
     global-force level of the selection order; an explicit backend= still wins)."""
+    name = _backend_name(name)  # a str (AK1014), checked before anything changes
     previous = _global_force()
     _set_global_force(name)
     try:
@@ -119,7 +120,11 @@ def _shown(value):
 def _require_array(x, name):
     if x is None:
         raise _error("AK1101", name=name, reason=f"got None; pass {name} as a numpy, torch or cupy array")
-    if not (hasattr(x, "__dlpack__") and hasattr(x, "shape") and hasattr(x, "dtype")):
+    try:
+        readable = hasattr(x, "__dlpack__") and hasattr(x, "shape") and hasattr(x, "dtype")
+    except RuntimeError:  # a torch nested tensor raises on .shape
+        readable = False
+    if not readable:
         raise _error("AK1112", name=name, type=type(x).__name__)
 
 
@@ -142,7 +147,7 @@ def _number(value, code, name):
     if not isinstance(value, (str, bytes)):
         try:
             return float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int past the double range (2**1024)
             pass
     raise _error(code, value=f"{name}={_shown(value)}")
 
@@ -483,8 +488,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise _unsupported("attn_mask", "arbitrary masks are not part of the SDPA drop-in")
     try:
         dropout = 0.0 if isinstance(dropout_p, (str, bytes)) else float(dropout_p)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         dropout = float("nan")
+    _flag(enable_gqa, "enable_gqa")  # GQA runs either way; "no" is not silently True
     if isinstance(dropout_p, (str, bytes)) or dropout != 0.0:
         raise _unsupported(f"dropout_p={_shown(dropout_p)}", "attnkit is an inference library: dropout_p must be 0.0")
     if _arrays.framework(query) == "torch":

@@ -153,6 +153,9 @@ def native(x):
         return x
     try:
         return _torch_module()._C._to_dlpack(x)
+    except BufferError:  # a device DLPack cannot name (meta): no memory to read
+        raise _refused([_native.diagnose("AK1105", {"name": "a tensor argument", "device": str(x.device),
+                                                    "expected": "host (cpu) or cuda memory"})]) from None
     except (AttributeError, RuntimeError, TypeError):  # a torch without it, or a tensor it does not export
         return x
 

@@ -36,10 +36,19 @@ def engine_args(model, platform, flags):
         if value is True:
             args.append(flag)
         elif isinstance(value, dict):
-            args += [flag, json.dumps(value)]
+            args += [flag, _json(value, flag)]
         elif value is not False and value is not None:  # 0 is a value (ring_degree=0 is refused, not dropped)
             args += [flag, str(value)]
     return [utf8(a) for a in args]
+
+
+def _json(value, flag):
+    """A dict flag value as JSON, or AK3107 for one JSON cannot hold (a set, a tuple key, a cycle)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError) as e:
+        from . import _error
+        raise _error("AK3107", detail=f"{flag}: {e}") from None
 
 
 def _config_text(params):
@@ -47,7 +56,15 @@ def _config_text(params):
     (JSON, k=v pairs or a file path) passes as written; None is none."""
     if params is None:
         return ""
-    return json.dumps(params) if isinstance(params, dict) else str(params)
+    return _json(params, "skip_softmax_params") if isinstance(params, dict) else str(params)
+
+
+def _name(value, name):
+    """A component, role or backend name as the native layer takes it (a str), or AK1014."""
+    from . import _error, _shown
+    if not isinstance(value, str):
+        raise _error("AK1014", name=name, expected="a str", value=_shown(value), type=type(value).__name__)
+    return utf8(value)
 
 
 class Layer:
@@ -128,9 +145,10 @@ class Deployment:
 
     def layer(self, component, role, index=0):
         """Layer `index` of (component, role); the same object for the same arguments."""
-        key = (component, role, int(index))
+        from . import _integer
+        key = (_name(component, "component"), _name(role, "role"), _integer(index, "index"))  # 1.7 is not layer 1
         if key not in self._layers:
-            self._layers[key] = Layer(self._native.layer(component, role, int(index)))
+            self._layers[key] = Layer(self._native.layer(*key))
         return self._layers[key]
 
     def layers(self):
@@ -149,8 +167,13 @@ class Deployment:
         backends see `step` and `skip_softmax_params` ({"threshold_scale_factor": f,
         "start_step": s}, JSON or k=v). Prepared on entry (AttnkitError and nothing
         changed when refused); the previous request is back in force on exit."""
-        prepared = self._native.prepare(attention_backend_override or "", _config_text(skip_softmax_params),
-                                        -1 if step is None else int(step))
+        from . import _error, _integer
+        override = "" if attention_backend_override is None else _name(attention_backend_override,
+                                                                       "attention_backend_override")
+        number = -1 if step is None else _integer(step, "step")
+        if step is not None and number < 0:
+            raise _error("AK1014", name="step", expected="None or a denoising step >= 0", value=number, type="int")
+        prepared = self._native.prepare(override, _config_text(skip_softmax_params), number)
         previous = self._native.active()
         self._native.apply(prepared)
         try:

@@ -61,7 +61,18 @@ def from_torch(group=None, device=None):
 def shard(x, rank, *, ring_degree=1, ulysses_degree=1, causal=False, replicated_tokens=0, seq_dim=1):
     """This rank's tokens of a whole [batch, seq, heads, dim] array (any framework): the
     replicated text, then the rank's split tokens in order (zigzag ring chunks when causal)."""
-    n = int(x.shape[seq_dim]) - replicated_tokens
+    attnkit._require_array(x, "x")
+    rank, ring_degree, ulysses_degree, replicated_tokens, seq_dim = (attnkit._integer(value, name) for value, name in (
+        (rank, "rank"), (ring_degree, "ring_degree"), (ulysses_degree, "ulysses_degree"),
+        (replicated_tokens, "replicated_tokens"), (seq_dim, "seq_dim")))
+    causal = attnkit._flag(causal, "causal")
+    if not -len(x.shape) <= seq_dim < len(x.shape):
+        raise attnkit._error("AK1014", name="seq_dim", expected=f"a dim of x's {len(x.shape)}", value=seq_dim,
+                             type="int")
+    if replicated_tokens < 0:
+        raise attnkit._error("AK5008", what=f"replicated_tokens={replicated_tokens}",
+                             reason="it counts the leading text tokens every rank holds: 0 or more")
+    n = int(x.shape[seq_dim]) - replicated_tokens  # negative (more replicated than there are): the native refusal
     ranges = [(0, replicated_tokens)] if replicated_tokens else []
     ranges += [(replicated_tokens + s, length) for s, length in _rank_tokens(n, ring_degree, ulysses_degree, causal, rank)]
 
@@ -83,6 +94,9 @@ def attention(q, k, v, comm, *, ring_degree=1, ulysses_degree=1, causal=False, w
     q, k, v: [batch, local_seq, heads, dim], this rank's shard (see shard()); the whole
     sequence length is the sum over ranks. backend: the inner backend (auto: the platform's
     first that runs the problem, and returns the LSE under ring attention)."""
+    if not isinstance(comm, Communicator):
+        raise attnkit._error("AK1014", name="comm", expected="an attnkit.dist.Communicator (mpi_world(), from_mpi4py(), "
+                             "from_torch())", value=attnkit._shown(comm), type=type(comm).__name__)
     b, sq_local, hq, _ = attnkit._shape(q, 4, "q", "bshd")
     _, sk_local, hkv, _ = attnkit._shape(k, 4, "k", "bshd")
     dv = attnkit._shape(v, 4, "v", "bshd")[-1]

@@ -75,7 +75,7 @@ def _inference_only(function, dropout_p, alibi_slopes, *tensors):
     `tensors`, gradients."""
     try:
         dropout = float("nan") if isinstance(dropout_p, (str, bytes)) else float(dropout_p)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         dropout = float("nan")
     if dropout != 0.0:
         raise _refuse(function, f"dropout_p={attnkit._shown(dropout_p)}",
@@ -89,13 +89,17 @@ def _inference_only(function, dropout_p, alibi_slopes, *tensors):
 
 
 def _last_dim_contiguous(x):
-    return x.contiguous() if isinstance(x, torch.Tensor) and x.stride(-1) != 1 else x
+    """x with a unit last stride (a copy when it has none). Sparse and nested tensors have no strides:
+    they pass as they are, to be refused as arrays DLPack cannot read (AK1112)."""
+    if isinstance(x, torch.Tensor) and x.layout == torch.strided and not x.is_nested and x.stride(-1) != 1:
+        return x.contiguous()
+    return x
 
 
 def _results(out_lse, return_attn_probs):
     """FlashAttention's returns: out, or (out, softmax_lse, S_dmask) with no S_dmask (dropout is refused)."""
     out, lse = out_lse
-    return (out, lse, None) if return_attn_probs else out
+    return (out, lse, None) if attnkit._flag(return_attn_probs, "return_attn_probs") else out
 
 
 def _dense(function, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
@@ -254,6 +258,18 @@ class _ForwardOnly(torch.autograd.Function):
                       "without block_table)")
 
 
+_MAX_SEQLEN = 2**30  # attnkit's sequence length limit (AK1012)
+
+
+def _check_padding(device, rows, bytes_per_row):
+    """The padded copy of the queries fits the host's memory, or AK1013 before torch's allocator fails."""
+    if device.type == "cpu":
+        refused = attnkit._arrays._native.check_host_allocation("the padded queries of a paged varlen call",
+                                                                min(rows * bytes_per_row, 2**63 - 1))
+        if refused:
+            raise attnkit.AttnkitError(refused)
+
+
 def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options,
                   seqused_k=None):
     """Packed queries over a paged cache (FlashAttention's varlen call with a block_table): sequence b's
@@ -287,6 +303,9 @@ def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                  reason=f"a sequence of {int(lens_q.max())} queries is longer than max_seqlen_q {max_q}")
     if max_q < 0:
         raise attnkit._error("AK1108", name="max_seqlen_q", reason=f"{max_q} is negative")
+    if max_q > _MAX_SEQLEN:
+        raise attnkit._error("AK1012", what="max_seqlen_q", value=max_q, limit=_MAX_SEQLEN)
+    _check_padding(device, batch * max_q, h * d * q.element_size() * 2 + 17)  # q_pad, the gather, the indices
     # Padded slot (b, t) holds packed row cu_q[b] + t - (max_q - lens_q[b]) when t >= max_q - lens_q[b].
     t = torch.arange(max_q, device=device)
     first = (max_q - lens_q.long())[:, None]
@@ -460,6 +479,12 @@ def _index_tensor(x, name, batch, device):
         raise attnkit._error("AK1103", name=name, shape=list(x.shape), expected=f"({batch},)")
     if x.dtype not in (torch.int32, torch.int64):
         raise attnkit._error("AK1104", name=name, dtype=_dtype_text(x.dtype), expected="int32")
+    if x.dtype == torch.int64:  # narrowed without wrapping: 2**32 + 3 is not 3
+        if device.type == "cpu":
+            if x.numel() and (int(x.min()) < -2**31 or int(x.max()) >= 2**31):
+                raise attnkit._error("AK1012", what=name, value=f"{x.tolist()}"[:64], limit="the int32 range")
+        else:  # not read back (no synchronisation): saturated, so the range checks downstream still see it
+            x = x.clamp(-2**31, 2**31 - 1)
     return x.to(torch.int32)
 
 
@@ -486,6 +511,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     attnkit._shape(v_cache, 4, "v_cache", "bshd")
     device = _device_of(q, k_cache=k_cache, v_cache=v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
                         block_table=block_table)
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if cache.layout != torch.strided:  # sparse: no strides to read the cache through
+            raise attnkit._error("AK1112", name=name, type=f"a {cache.layout} tensor")
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
         raise _refuse(function, "a cache whose last dim is strided", "the cache must have a contiguous last dim")
     if (k is None) != (v is None):
@@ -541,6 +569,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if not 1 <= 2 * half <= q.shape[-1] or seqlen_ro < 1 or tuple(rotary_sin.shape) != tuple(rotary_cos.shape):
             raise _refuse(function, f"rotary tables of {list(rotary_cos.shape)} and {list(rotary_sin.shape)}",
                           f"both (seqlen_ro >= 1, rotary_dim / 2) with 0 < rotary_dim <= head dim {q.shape[-1]}")
+        rotary_interleaved = attnkit._flag(rotary_interleaved, "rotary_interleaved")
         steps = torch.arange(new, device=device, dtype=torch.int32)
         k = _rotary(k, rotary_cos, rotary_sin, lengths[:, None] + steps, rotary_interleaved)
         left, right = attnkit._options(window_size, 0.0, None)[:2]

@@ -10,6 +10,8 @@ Everything is differentiable torch indexing; the arguments are checked before an
 AK1103 / AK1104 for a wrong rank, shape or dtype, AK1108 for indices outside their rows, AK1014 for a
 size that is not a non-negative integer).
 """
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -54,7 +56,14 @@ def index_put_first_axis(values, indices, first_axis_dim):
     if not isinstance(values, torch.Tensor) or values.dim() < 1 or values.shape[0] != indices.shape[0]:
         raise attnkit._error("AK1103", name="values", shape=list(getattr(values, "shape", [])),
                              expected=f"({indices.shape[0]}, ...): one row per index")
-    out = torch.zeros(rows, *values.shape[1:], device=values.device, dtype=values.dtype)
+    shape = (rows, *values.shape[1:])
+    if values.device.type == "cpu":  # checked before torch's allocator fails (a bare RuntimeError)
+        nbytes = values.element_size() * math.prod(shape)
+        refused = attnkit._arrays._native.check_host_allocation(f"the padded output {list(shape)}",
+                                                                min(nbytes, 2**63 - 1))
+        if refused:
+            raise attnkit.AttnkitError(refused)
+    out = torch.zeros(shape, device=values.device, dtype=values.dtype)
     return out.index_put((indices,), values)  # out of place, so gradients reach `values`
 
 

@@ -18,11 +18,21 @@ from attnkit.flash_attn_interface import _refuse, _rotary
 __all__ = ["apply_rotary_emb", "apply_rotary_emb_func", "apply_rotary_emb_qkv_", "apply_rotary_emb_kv_"]
 
 
+def _real(x, name):
+    """x holds real floating-point values, or AK1104: an integer x would be rotated and truncated, a
+    complex table lose its imaginary part, silently."""
+    if not x.dtype.is_floating_point:
+        raise attnkit._error("AK1104", name=name, dtype=str(x.dtype).replace("torch.", ""),
+                             expected="a floating-point dtype (float32, float16, bfloat16)")
+
+
 def _tables(cos, sin, head_dim, function):
     seqlen_ro, half = attnkit._shape(cos, 2, "cos", "(seqlen_ro, rotary_dim / 2)")
+    _real(cos, "cos")
     if not isinstance(sin, torch.Tensor) or tuple(sin.shape) != (seqlen_ro, half):
         raise attnkit._error("AK1103", name="sin", shape=list(getattr(sin, "shape", [])),
                              expected=f"({seqlen_ro}, {half}): the shape of cos")
+    _real(sin, "sin")
     if seqlen_ro < 1 or not 1 <= 2 * half <= head_dim:
         raise _refuse(function, f"rotary tables of {list(cos.shape)}",
                       f"(seqlen_ro >= 1, rotary_dim / 2) with 0 < rotary_dim <= head dim {head_dim}")
@@ -46,7 +56,9 @@ def apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False, seqlen_offse
     rank = 3 if cu_seqlens is not None else 4
     shape = attnkit._shape(x, rank, "x", "(total, heads, dim) with cu_seqlens" if rank == 3
                            else "(batch, seqlen, heads, dim)")
+    _real(x, "x")
     _tables(cos, sin, shape[-1], function)
+    interleaved, inplace = attnkit._flag(interleaved, "interleaved"), attnkit._flag(inplace, "inplace")
     if cu_seqlens is None:
         batch, seqlen = shape[0], shape[1]
         positions = _offsets(seqlen_offsets, batch, x.device) + torch.arange(seqlen, device=x.device)
@@ -81,11 +93,18 @@ def apply_rotary_emb_qkv_(qkv, cos, sin, cos_k=None, sin_k=None, interleaved=Fal
                           num_heads_q=None):
     """qkv (batch, seqlen, 3, heads, dim), or (batch, seqlen, heads_q + 2 * heads_kv, dim) with num_heads_q:
     q and k rotated in place (k by cos_k / sin_k when given); returns qkv."""
+    attnkit._require_array(qkv, "qkv")
     if qkv.dim() == 5:
+        if qkv.shape[2] != 3:  # FlashAttention asserts it; (.., 2, ..) would rotate v as k
+            raise attnkit._error("AK1103", name="qkv", shape=list(qkv.shape), expected="(batch, seqlen, 3, heads, dim)")
         q, k = qkv[:, :, 0], qkv[:, :, 1]
     elif num_heads_q is not None and qkv.dim() == 4:
-        heads_kv = (qkv.shape[2] - int(num_heads_q)) // 2
-        q, k = qkv[:, :, :int(num_heads_q)], qkv[:, :, int(num_heads_q):int(num_heads_q) + heads_kv]
+        heads_q = attnkit._integer(num_heads_q, "num_heads_q")
+        heads_kv = (qkv.shape[2] - heads_q) // 2
+        if not 0 < heads_q < qkv.shape[2] or heads_q + 2 * heads_kv != qkv.shape[2]:
+            raise attnkit._error("AK1103", name="qkv", shape=list(qkv.shape),
+                                 expected=f"(batch, seqlen, num_heads_q + 2 * heads_kv, dim) with num_heads_q={heads_q}")
+        q, k = qkv[:, :, :heads_q], qkv[:, :, heads_q:heads_q + heads_kv]
     else:
         raise attnkit._error("AK1102", name="qkv", rank=qkv.dim(), expected="5 (or 4 with num_heads_q)",
                              layout="(batch, seqlen, 3, heads, dim)")
@@ -97,6 +116,7 @@ def apply_rotary_emb_qkv_(qkv, cos, sin, cos_k=None, sin_k=None, interleaved=Fal
 
 def apply_rotary_emb_kv_(kv, cos, sin, interleaved=False, seqlen_offsets=0):
     """kv (batch, seqlen, 2, heads, dim): k rotated in place; returns kv."""
-    attnkit._shape(kv, 5, "kv", "(batch, seqlen, 2, heads, dim)")
+    if attnkit._shape(kv, 5, "kv", "(batch, seqlen, 2, heads, dim)")[2] != 2:
+        raise attnkit._error("AK1103", name="kv", shape=list(kv.shape), expected="(batch, seqlen, 2, heads, dim)")
     apply_rotary_emb(kv[:, :, 0], cos, sin, interleaved, True, seqlen_offsets)
     return kv

@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import torch
 
-from . import _error, _video_grid
+from . import _error, _flag, _integer, _options, _require_array, _video_grid
 from .deployment import Layer, _layers
 
 
@@ -91,13 +91,17 @@ class Attention(torch.nn.Module):
                  softmax_scale=None):
         super().__init__()
         self.layer: Layer = deployment.layer(component, role, index)
-        self.causal = self.layer.causal if causal is None else bool(causal)
-        self.window_left, self.window_right = (int(window_size[0]), int(window_size[1]))
-        self.softcap = float(softcap)
-        self.softmax_scale = None if softmax_scale is None else float(softmax_scale)
+        # Checked as attnkit.attention checks them (AK1014, AK1004, AK1005, AK1006), not bool() / int() /
+        # float(): causal="no" was True, window_size=(1.7, 0) was (1, 0).
+        self.causal = self.layer.causal if causal is None else _flag(causal, "causal")
+        self.window_left, self.window_right, self.softcap, self.softmax_scale = _options(window_size, softcap,
+                                                                                         softmax_scale)
 
     def forward(self, q, k, v, *, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                 max_seqlen_k=None, cache_seqlens=None, block_table=None, video_grid=None, gate=None):
+        if sinks is not None and not isinstance(sinks, torch.Tensor):
+            _require_array(sinks, "sinks")  # AK1101 / AK1112; a numpy array is still no tensor for the op
+            raise _error("AK1105", name="sinks", device=type(sinks).__name__, expected="a torch tensor")
         options = (self.causal, self.window_left, self.window_right, self.softcap, self.softmax_scale, sinks)
         if video_grid is not None or gate is not None:
             if block_table is not None or cu_seqlens_q is not None:
@@ -111,8 +115,9 @@ class Attention(torch.nn.Module):
             return torch.ops.attnkit.layer_attention_with_kvcache(q, k, v, cache_seqlens, block_table, self.layer.id,
                                                                   *options)
         if cu_seqlens_q is not None:
-            return torch.ops.attnkit.layer_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
-                                                            int(max_seqlen_k), self.layer.id, *options)
+            lengths = [_integer(x, name) for x, name in ((max_seqlen_q, "max_seqlen_q"), (max_seqlen_k, "max_seqlen_k"))]
+            return torch.ops.attnkit.layer_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *lengths,
+                                                            self.layer.id, *options)
         return torch.ops.attnkit.layer_attention(q, k, v, self.layer.id, *options)
 
     def extra_repr(self):

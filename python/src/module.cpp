@@ -526,10 +526,28 @@ NB_MODULE(_attnkit, m) {
   m.def("dist_mpi_compiled", &dist::mpi_compiled);
   m.def("dist_nccl_compiled", &dist::nccl_compiled);
   // The split tokens rank `rank` holds of a sequence of `n` (after any replicated text).
-  m.def("dist_rank_tokens", [](std::int64_t n, int ring, int ulysses, bool causal, int rank) {
-    const dist::SequenceParallel sp{ring, ulysses, 0};
+  m.def("dist_rank_tokens", [](std::int64_t n, std::int64_t ring, std::int64_t ulysses, bool causal, std::int64_t rank) {
+    // Checked before rank_tokens divides by the degrees (ring_degree=0 was SIGFPE) or
+    // cuts a rank that does not exist (an empty shard, silently).
+    for (const auto& [what, value] : {std::pair{"ring_degree", ring}, {"ulysses_degree", ulysses}})
+      if (value > INT32_MAX)
+        raise(diagnose("AK1012", {{"what", what}, {"value", std::to_string(value)}, {"limit", std::to_string(INT32_MAX)}}));
+    if (Diagnostics why = dist::check_parallel_degrees(static_cast<int>(std::max<std::int64_t>(ring, INT32_MIN)),
+                                                       static_cast<int>(std::max<std::int64_t>(ulysses, INT32_MIN)),
+                                                       std::nullopt);
+        !why.ok())
+      raise(why);
+    if (rank < 0 || rank >= ring * ulysses)
+      raise(diagnose("AK5008", {{"what", "the shard of rank " + std::to_string(rank)},
+                                {"reason", "ring_degree x ulysses_degree = " + std::to_string(ring * ulysses) +
+                                               " ranks are numbered 0 to " + std::to_string(ring * ulysses - 1)}}));
+    if (n < 0)
+      raise(diagnose("AK5008", {{"what", "a sequence of " + std::to_string(n) + " split tokens"},
+                                {"reason", "the replicated tokens are more than the sequence holds"}}));
+    const dist::SequenceParallel sp{static_cast<int>(ring), static_cast<int>(ulysses), 0};
     std::vector<std::pair<std::int64_t, std::int64_t>> out;
-    for (const dist::TokenRange& r : dist::rank_tokens(n, sp, rank, causal && ring > 1)) out.emplace_back(r.start, r.length);
+    for (const dist::TokenRange& r : dist::rank_tokens(n, sp, static_cast<int>(rank), causal && ring > 1))
+      out.emplace_back(r.start, r.length);
     return out;
   }, nb::arg("n"), nb::arg("ring"), nb::arg("ulysses"), nb::arg("causal"), nb::arg("rank"));
   // Every rank's `value` summed (a host all-gather): the global length from local ones.

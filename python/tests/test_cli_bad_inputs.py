@@ -33,6 +33,13 @@ def files(tmp_dir):
         "not_yaml.yaml": "\x00\x01\x02: [",
         "empty.yaml": "",
         "list.yaml": "- 1\n- 2\n",
+        # Ran before, silently: a repeated key kept one value, a profile of no layer was INVALID without a
+        # diagnostic, a second document was dropped.
+        "repeated.json": '{"topk": 7, "topk": 0.5}',
+        "repeated.yaml": "topk: 7\ntopk: 0.5\n",
+        "repeated_profile.yaml": "name: x\nname: y\ncomponents:\n  - name: t\n    roles:\n      - {name: self}\n",
+        "no_layers.yaml": "name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, layers: 0}\n",
+        "two_documents.yaml": "name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self}\n---\nname: y\n",
     }.items():
         path = os.path.join(tmp_dir, name)
         with open(path, "w") as f:
@@ -76,6 +83,7 @@ def run_cases():
     cases.append(["run"] + SMALL + ["--heads", "2"])  # --kv-heads follows --heads
     cases.append(["run", "--seqlen", "1073741825"])
     cases.append(["run", "--batch", "100000", "--seqlen", "100000", "--heads", "64"])
+    cases.append(["run", "--batch", "2147483647", "--seqlen", "1", "--heads", "1", "--head-dim", "8"])  # took minutes
     cases.append(["run", "--head-dim", "4096"])
     cases.append(["run", "--bogus"])
     return cases
@@ -85,7 +93,8 @@ def check_cases():
     base = ["check", "--model", "wan", "--platform", "cuda:sm90"]
     cases = [base, ["check"], ["check", "--model"], ["check", "--model", "wan2"], ["check", "--model", "/tmp"],
              ["check", "--model", "/dev/zero"], ["check", "--model", "/nonexistent.yaml"]]
-    for name in ("deep.yaml", "key.yaml", "bad_role.yaml", "bad_ratio.yaml", "not_yaml.yaml", "empty.yaml", "list.yaml"):
+    for name in ("deep.yaml", "key.yaml", "bad_role.yaml", "bad_ratio.yaml", "not_yaml.yaml", "empty.yaml", "list.yaml",
+                 "repeated_profile.yaml", "no_layers.yaml", "two_documents.yaml"):
         cases.append(["check", "--model", FILES[name], "--platform", "cpu"])
     for value in ("", "cuda:sm", "cuda:sm4294967386", "cuda:sm0090", "cuda:sm-90", "cuda:sm9x", "gpu", "CUDA:SM90",
                   "cuda:sm49", "cuda:sm131"):
@@ -105,7 +114,8 @@ def check_cases():
     cases.append(llm + ["--model-path", "", "--port", "-1", "--api-key", "x" * 5000])  # ignored: values unread
     for config in ("/dev/zero", "/tmp", "/nonexistent.json", FILES["deep.json"], FILES["deep.yaml"], FILES["key.yaml"],
                    FILES["huge_number.json"], FILES["big_int.json"], '{"topk": 1e400}', '{"topk": ' + "[" * 5000,
-                   "topk=", "=1", "topk=1,topk=2", "dense_layers=0-2147483647", "{", "[1]"):
+                   "topk=", "=1", "topk=1,topk=2", "dense_layers=0-2147483647", "{", "[1]", FILES["repeated.json"],
+                   FILES["repeated.yaml"], '{"topk": 7, "topk": 0.5}'):
         cases.append(base + ["--attention-backend", "sparge_attn", "--attention-backend-config", config])
     cases.append(base + ["--attention-backend", "sol_attn", "--attention-backend-config", "dense_layers=0-99999999999"])
     for config in ('{"mask_strategy_file_path": "/dev/zero"}', '{"mask_strategy_file_path": "/tmp"}',
@@ -235,3 +245,46 @@ def test_run_refuses_backends_that_are_not_exact_attention(backend):
     kind, codes = cli_outcome(CLI, ["run", "--seqlen", "64", "--heads", "4", "--kv-heads", "4", "--repeat", "1",
                                     "--backend", backend])
     assert (kind, codes) == ("refused", "AK2124")
+
+
+@pytest.mark.parametrize("args, code", [
+    (["--model", FILES["repeated_profile.yaml"]], "AK4021"),
+    (["--model", FILES["no_layers.yaml"]], "AK4021"),
+    (["--model", FILES["two_documents.yaml"]], "AK4021"),
+    (["--model", "wan", "--attention-backend", "sparge_attn", "--attention-backend-config", FILES["repeated.json"]],
+     "AK3106"),
+    (["--model", "wan", "--attention-backend", "sparge_attn", "--attention-backend-config", FILES["repeated.yaml"]],
+     "AK3106"),
+    (["--model", "wan", "--component-attention-backends", '{"text_encoder": "sdpa", "text_encoder": "fa3"}'],
+     "AK3007"),
+], ids=["repeated profile key", "no layers", "two documents", "repeated json key", "repeated yaml key",
+        "repeated component"])
+def test_inputs_that_ran_with_one_value_dropped_are_refused(args, code):
+    # Before: check called them valid (one of two values kept silently) or INVALID with no diagnostic.
+    kind, codes = cli_outcome(CLI, ["check", "--platform", "cpu"] + args)
+    assert (kind, codes) == ("refused", code)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["run"] + SMALL + [flag, ""], "AK0002") for flag in ("--batch", "--seed", "--softcap", "--replicated-tokens",
+                                                          "--ring-degree", "--kv-heads")
+] + [
+    (["check", "--model", "llama", "--platform", "cuda:sm90", flag, ""], "AK3107")
+    for flag in ("--page-size", "--ring-degree", "--tp-size")
+])
+def test_empty_numbers_are_usage_errors_not_zero(args, code):
+    # CLI11 read "" as 0: --seed '' and --softcap '' ran (seed 0, no softcap), --batch '' was "got 0".
+    kind, codes = cli_outcome(CLI, args)
+    assert (kind, codes) == ("refused", code)
+    if args[0] == "check":  # attnkit.check() parses the same flags
+        assert python_codes(args[1:]) == ["AK3107"]
+
+
+@pytest.mark.parametrize("prefix, first", [("AK1", "AK1001"), ("AK9", None), ("\udcff", None)])
+def test_explain_list_honours_format_json(prefix, first):
+    # --format json was ignored by --list: a JSON reader got lines of text.
+    p = subprocess.run([CLI, "explain", "--list", "--format", "json", os.fsencode(prefix)], capture_output=True,
+                       timeout=60)
+    assert p.returncode == 0
+    codes = [e["code"] for e in json.loads(p.stdout)]
+    assert codes[:1] == ([first] if first else []) and all(c.startswith(prefix) for c in codes)

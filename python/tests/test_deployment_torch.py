@@ -148,3 +148,30 @@ def test_sparse_video_layers_take_the_grid_and_the_gate():
         attn(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=512, max_seqlen_k=512, gate=gate)
     torch.library.opcheck(torch.ops.attnkit.layer_attention.default,
                           (q, k, v, layer.id, False, -1, -1, 0.0, None, None, [8, 8, 8], gate))
+
+
+@pytest.mark.parametrize("options, code", [
+    ({"causal": "no"}, "AK1014"),                # bool("no") was True
+    ({"window_size": (1.7, 0)}, "AK1004"),       # int(1.7) was 1
+    ({"window_size": (4,)}, "AK1004"),           # IndexError
+    ({"window_size": (2**70, 0)}, "AK1012"),     # torch's schema RuntimeError at the first call
+    ({"softcap": "x"}, "AK1005"),                # ValueError
+    ({"softcap": 2**2000}, "AK1005"),            # OverflowError
+    ({"softmax_scale": "x"}, "AK1006"),          # ValueError
+])
+def test_module_options_are_checked_like_attention(dep, options, code):
+    from refusals import expect_refused
+    expect_refused(code, attnkit.torch.Attention, dep, "transformer", "self", 0, **options)
+
+
+def test_module_call_arguments_are_catalogued(dep):
+    from refusals import expect_refused
+    attn = attnkit.torch.Attention(dep, "transformer", "self", 0)
+    q = torch.randn(1, 8, 2, 16)
+    cu = torch.tensor([0, 8], dtype=torch.int32)
+    varlen = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_k=8)
+    expect_refused("AK1014", attn, q[0], q[0], q[0], max_seqlen_q=None, **varlen)  # TypeError of int()
+    expect_refused("AK1014", attn, q[0], q[0], q[0], max_seqlen_q=8.5, **varlen)   # was 8, silently
+    expect_refused("AK1012", attn, q[0], q[0], q[0], max_seqlen_q=2**70, **varlen)  # torch's schema RuntimeError
+    expect_refused("AK1112", attn, q, q, q, sinks=[0.0, 0.0])                        # torch's schema RuntimeError
+    assert attn(q[0], q[0], q[0], max_seqlen_q=8, **varlen).shape == q[0].shape

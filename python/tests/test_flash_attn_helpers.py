@@ -225,3 +225,27 @@ def test_private_varlen_forward_over_pages_reads_seqused_k_keys():
     whole, _, _, _ = fai._flash_attn_varlen_forward(q, *pages, cu_q, cu_full, 1, 12, 0.0, None, False,
                                                     block_table=block_table)
     assert not torch.equal(whole, out)  # the unused keys were not attended
+
+
+def test_padding_past_memory_is_refused_before_torch_allocates():
+    # torch's allocator failed with a bare RuntimeError (and past int64, "Storage size calculation overflowed").
+    expect_refused("AK1013", padding.pad_input, randn(3, 4), torch.tensor([0, 1, 2]), 2**20, 2**20)
+    expect_refused("AK1013", padding.pad_input, randn(3, 4), torch.tensor([0, 1, 2]), 2**31, 2**31)
+    expect_refused("AK1013", padding.index_put_first_axis, randn(3, 4), torch.tensor([0, 1, 2]), 2**40)
+
+
+def test_rotary_arguments_that_were_taken_by_truthiness_or_truncated():
+    x = randn(1, 3, 2, 8)
+    cos, sin = tables(4, 2)
+    expect_refused("AK1014", rotary.apply_rotary_emb, x, cos, sin, interleaved="no")  # was True
+    expect_refused("AK1014", rotary.apply_rotary_emb, x.clone(), cos, sin, inplace="no")
+    expect_refused("AK1104", rotary.apply_rotary_emb, x.int(), cos, sin)  # rotated, then truncated to ints
+    expect_refused("AK1104", rotary.apply_rotary_emb, x, cos.to(torch.complex64), sin.to(torch.complex64))
+    expect_refused("AK1104", rotary.apply_rotary_emb, x, cos.int(), sin)
+    # FlashAttention asserts the packing: a (.., 2, ..) qkv rotated its v as k.
+    expect_refused("AK1103", rotary.apply_rotary_emb_qkv_, randn(1, 3, 2, 2, 8), cos, sin)
+    expect_refused("AK1103", rotary.apply_rotary_emb_kv_, randn(1, 3, 3, 2, 8), cos, sin)
+    expect_refused("AK1014", rotary.apply_rotary_emb_qkv_, randn(1, 3, 6, 8), cos, sin, num_heads_q="4")
+    expect_refused("AK1103", rotary.apply_rotary_emb_qkv_, randn(1, 3, 6, 8), cos, sin, num_heads_q=3)
+    expect_refused("AK1103", rotary.apply_rotary_emb_qkv_, randn(1, 3, 6, 8), cos, sin, num_heads_q=6)
+    expect_refused("AK1101", rotary.apply_rotary_emb_qkv_, None, cos, sin)  # AttributeError of None.dim()

@@ -408,6 +408,35 @@ def test_inference_mode_tensors_and_no_grad_calls_run():
     (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :1], v=c[:, :1], cache_seqlens=3,
                                               rotary_cos=torch.ones(16, 0), rotary_sin=torch.ones(16, 0)),
      "AK1011", "rotary"),
+    # int64 index tensors were narrowed with .to(int32): 2**32 + 3 became 3 and the append went there.
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :1], v=c[:, :1],
+                                              cache_seqlens=torch.tensor([2**32 + 3])), "AK1012", "cache_seqlens"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :1], v=c[:, :1], cache_seqlens=3,
+                                              cache_batch_idx=torch.tensor([2**32])), "AK1012", "cache_batch_idx"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, cache_seqlens=3, cache_leftpad=torch.tensor([-2**32 + 1])),
+     "AK1012", "cache_leftpad"),
+    (lambda q, c: fai.flash_attn_varlen_func(q[0], c, c, torch.tensor([0, 8]), torch.tensor([0, 2**32 + 8]), 8, 8,
+                                             block_table=torch.zeros(1, 1, dtype=torch.int32)), "AK1012",
+     "cu_seqlens_k"),
+    # The padded queries of a paged varlen call: torch's allocator failed with a bare RuntimeError.
+    (lambda q, c: fai.flash_attn_varlen_func(q[0], c, c, torch.tensor([0, 8], dtype=torch.int32),
+                                             torch.tensor([0, 8], dtype=torch.int32), 2**40, 8,
+                                             block_table=torch.zeros(1, 1, dtype=torch.int32)), "AK1012", "max_seqlen_q"),
+    (lambda q, c: fai.flash_attn_varlen_func(q[0], c, c, torch.tensor([0, 8], dtype=torch.int32),
+                                             torch.tensor([0, 8], dtype=torch.int32), 2**30, 8,
+                                             block_table=torch.zeros(1, 1, dtype=torch.int32)), "AK1013", "padded"),
+    # OverflowError before; "no" was True for the flags.
+    (lambda q, c: fai.flash_attn_func(q, q, q, dropout_p=2**2000), "AK1011", "dropout_p"),
+    (lambda q, c: fai.flash_attn_func(q, q, q, softcap=2**2000), "AK1005", "softcap"),
+    (lambda q, c: fai.flash_attn_func(q, q, q, return_attn_probs="no"), "AK1014", "return_attn_probs"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c, c, k=c[:, :1], v=c[:, :1], cache_seqlens=3,
+                                              rotary_cos=torch.ones(16, 8), rotary_sin=torch.ones(16, 8),
+                                              rotary_interleaved="no"), "AK1014", "rotary_interleaved"),
+    # Tensors with no memory to read or no strides: BufferError / RuntimeError before.
+    (lambda q, c: fai.flash_attn_func(q, q.to("meta"), q), "AK1105", "meta"),
+    (lambda q, c: fai.flash_attn_func(q.to_sparse(), q, q), "AK1112", "'q'"),
+    (lambda q, c: fai.flash_attn_with_kvcache(q, c.to_sparse(), c), "AK1112", "k_cache"),
+    (lambda q, c: fai.flash_attn_func(torch.nested.nested_tensor([q[0], q[0]]), q, q), "AK1112", "'q'"),
 ])
 def test_refusals_are_catalogued(call, code, what):
     q, cache = randn(1, 8, 2, 32, seed=22), randn(1, 16, 2, 32, seed=23)

@@ -262,3 +262,106 @@ def test_strings_that_are_not_utf8_are_catalogued_not_type_errors():
     expect_refused("AK1014", attnkit.explain, 1002)
     r = attnkit.check(["--model", "\udcffwan", "--platform", "cpu"])
     assert [d["code"] for d in r["diagnostics"]] == ["AK4020"]
+
+
+def test_lone_surrogates_that_surrogateescape_cannot_carry_are_replaced_too():
+    # '\ud800' (not one of surrogateescape's '\udc80'..'\udcff') raised UnicodeEncodeError.
+    q = randn(1, 8, 2, 32)
+    expect_refused("AK2002", attnkit.attention, q, q, q, backend="\ud800")
+    expect_refused("AK0004", attnkit.explain, "\ud800\udcff")
+    r = attnkit.check(["--model", "\ud800wan", "--platform", "cpu"])
+    assert [d["code"] for d in r["diagnostics"]] == ["AK4020"]
+
+
+# ---- Python arguments past what the native layer takes --------------------------------
+
+def test_numbers_past_the_double_range_are_refused_not_overflow_errors():
+    q = randn(1, 8, 2, 32)
+    expect_refused("AK1005", attnkit.attention, q, q, q, softcap=2**1024)
+    expect_refused("AK1006", attnkit.attention, q, q, q, softmax_scale=-2**2000)
+    x = q.swapaxes(1, 2)
+    expect_refused("AK1006", attnkit.scaled_dot_product_attention, x, x, x, scale=2**2000)
+    expect_refused("AK1011", attnkit.scaled_dot_product_attention, x, x, x, dropout_p=2**2000)
+    expect_refused("AK1014", attnkit.scaled_dot_product_attention, x, x, x, enable_gqa="no")  # was ignored
+
+
+def test_force_backend_takes_a_name_and_auto_forces_nothing():
+    q = randn(1, 8, 2, 32)
+    for name in (None, 5):
+        with pytest.raises(attnkit.AttnkitError) as e:
+            with attnkit.force_backend(name):
+                pass
+        assert e.value.code == "AK1014"  # was a nanobind TypeError
+    with attnkit.force_backend("auto"):  # was AK2002: unknown attention backend 'auto'
+        attnkit.attention(q, q, q)
+    with attnkit.force_backend("AUTO"):
+        attnkit.attention(q, q, q)
+    assert attnkit.last_backend() == "cpu_flash"
+
+
+@pytest.fixture(scope="module")
+def wan_cpu():
+    return attnkit.Deployment(model="wan", platform="cpu", dtype="fp32")
+
+
+@pytest.mark.parametrize("args, code", [
+    ((None, "self"), "AK1014"), (("transformer", 5), "AK1014"),      # nanobind TypeErrors
+    (("transformer", "self", "a"), "AK1014"),                       # ValueError of int()
+    (("transformer", "self", None), "AK1014"),                      # TypeError of int()
+    (("transformer", "self", 1.7), "AK1014"),                       # was layer 1, silently
+    (("transformer", "self", 2**70), "AK1012"),                     # nanobind TypeError
+    (("transformer", "self", 2**40), "AK3018"),
+    (("\ud800", "self"), "AK3018"),
+])
+def test_deployment_layer_arguments_are_catalogued(wan_cpu, args, code):
+    expect_refused(code, wan_cpu.layer, *args)
+
+
+@pytest.mark.parametrize("kwargs, code", [
+    ({"step": "x"}, "AK1014"), ({"step": 2.5}, "AK1014"), ({"step": -5}, "AK1014"), ({"step": 2**70}, "AK1012"),
+    ({"attention_backend_override": 5}, "AK1014"), ({"attention_backend_override": "\ud800"}, "AK2002"),
+])
+def test_deployment_request_arguments_are_catalogued(wan_cpu, kwargs, code):
+    def enter():
+        with wan_cpu.request(**kwargs):
+            pass
+    expect_refused(code, enter)
+    with wan_cpu.request(attention_backend_override="cpu_flash", step=np.int64(3)):  # numpy ints still serve
+        assert wan_cpu.layer("transformer", "self").backend == "cpu_flash"
+
+
+@pytest.mark.parametrize("config", [{"topk": {1, 2}}, {(1, 2): 0.5}])
+def test_deployment_dict_flags_json_cannot_hold_are_refused(config):
+    expect_refused("AK3107", attnkit.Deployment, model="wan", platform="cpu", attention_backend="sparge_attn",
+                   attention_backend_config=config)
+
+
+def test_a_profile_without_a_layer_is_malformed_not_an_empty_error(tmp_path):
+    path = tmp_path / "no_layers.yaml"
+    path.write_text("name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, layers: 0}\n")
+    expect_refused("AK4021", attnkit.Deployment, model=str(path), platform="cpu")
+
+
+@pytest.mark.parametrize("kwargs, code", [
+    ({"rank": 0, "ring_degree": 0}, "AK5005"),                       # SIGFPE: rank_tokens divided by 0
+    ({"rank": 0, "ulysses_degree": -2}, "AK5005"),
+    ({"rank": 0, "ring_degree": 2**40}, "AK1012"),                   # nanobind TypeError
+    ({"rank": 2, "ring_degree": 2}, "AK5008"),                       # an empty shard, silently
+    ({"rank": -1, "ring_degree": 2}, "AK5008"),
+    ({"rank": 0, "ring_degree": 2, "replicated_tokens": 100}, "AK5008"),  # the whole array, silently
+    ({"rank": 0, "ring_degree": 2, "replicated_tokens": -3}, "AK5008"),   # a wrong shard, silently
+    ({"rank": "0", "ring_degree": 2}, "AK1014"),                     # nanobind TypeError
+    ({"rank": 0, "ring_degree": 2, "seq_dim": 7}, "AK1014"),         # IndexError
+    ({"rank": 0, "ring_degree": 2, "causal": "yes"}, "AK1014"),
+])
+def test_dist_shard_arguments_are_catalogued(kwargs, code):
+    import attnkit.dist
+    expect_refused(code, attnkit.dist.shard, randn(1, 8, 2, 16), **kwargs)
+
+
+def test_dist_attention_needs_a_communicator():
+    import attnkit.dist
+    q = randn(1, 8, 2, 16)
+    for comm in (None, 5):  # TypeErrors of the native all-gather
+        expect_refused("AK1014", attnkit.dist.attention, q, q, q, comm)
+    expect_refused("AK1101", attnkit.dist.shard, None, 0, ring_degree=2)

@@ -13,11 +13,16 @@
 namespace attnkit::cli {
 namespace {
 
-void print_list(const std::string& prefix) {
+// Every code starting with `prefix`: lines of text, or a JSON array of {code, severity, title}
+// (--format json was ignored here: a JSON reader got text).
+void print_list(const std::string& prefix, const std::string& format) {
+  nlohmann::json list = nlohmann::json::array();
   for (const CatalogEntry& e : diagnostic_catalog()) {
     if (!prefix.empty() && e.code.rfind(prefix, 0) != 0) continue;
-    std::cout << e.code << "  " << severity_name(e.severity) << "  " << e.title << "\n";
+    if (format == "json") list.push_back({{"code", e.code}, {"severity", severity_name(e.severity)}, {"title", e.title}});
+    else std::cout << e.code << "  " << severity_name(e.severity) << "  " << e.title << "\n";
   }
+  if (format == "json") std::cout << list.dump(2) << "\n";
 }
 
 void print_page(const CatalogEntry& e) {
@@ -95,7 +100,7 @@ void add_explain_command(CLI::App& app, int& exit_code) {
     std::string text;
     for (const std::string& w : *words) text += (text.empty() ? "" : " ") + w;
     if (*list) {
-      print_list(text);
+      print_list(text, *format);
       exit_code = 0;
       return;
     }

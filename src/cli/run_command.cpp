@@ -249,6 +249,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   select::add_parallel_flags(*cmd, opts->parallel);
   cmd->add_option("--replicated-tokens", opts->replicated_tokens,
                   "joint attention: leading text tokens of every sequence kept whole on every rank");
+  select::refuse_empty_numbers(*cmd);
   cmd->callback([opts, cmd, &exit_code] {
     select::finish_deployment_flags(*cmd, opts->parallel);
     RunOptions& o = *opts;

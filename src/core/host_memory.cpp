@@ -1,6 +1,9 @@
 #include "attnkit/core/host_memory.hpp"
 
+#include <omp.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <cstring>
@@ -35,6 +38,10 @@ Diagnostics check_host_allocation(std::string_view what, std::int64_t bytes) {
 
 Diagnostic host_allocation_failed(std::string_view what, std::int64_t bytes) {
   return insufficient(what, bytes < 0 ? "an unknown number of" : std::to_string(bytes));
+}
+
+int host_threads() {
+  return std::clamp(omp_get_max_threads(), 1, std::max(1024, omp_get_num_procs()));
 }
 
 }  // namespace attnkit

@@ -114,28 +114,37 @@ HostTensor HostProblemData::make_lse() const {
 Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemDataOptions& o) {
   Diagnostics why = validate_problem(p);
   if (!why.ok()) return why;
-  HostProblemData d;
-  d.problem_ = p;
-  d.q_lens_ = o.q_lens.empty() ? std::vector<int>(p.batch, p.seqlen_q) : o.q_lens;
-  d.k_lens_ = o.k_lens.empty() ? std::vector<int>(p.batch, p.seqlen_k) : o.k_lens;
-  if (static_cast<int>(d.q_lens_.size()) != p.batch || static_cast<int>(d.k_lens_.size()) != p.batch)
-    return diagnose("AK1108", {{"name", "sequence lengths"},
-                               {"reason", "one length per sequence is needed (batch = " + std::to_string(p.batch) + ")"}});
-  for (std::size_t b = 0; b < d.q_lens_.size(); ++b)
-    if (d.q_lens_[b] < 0 || d.q_lens_[b] > p.seqlen_q || d.k_lens_[b] < 0 || d.k_lens_[b] > p.seqlen_k)
+  // The lengths are read where given and implied (batch x seqlen) where not:
+  // a batch-sized vector made before the size check below would itself be an
+  // unchecked allocation (8 GiB for batch = 2^31 - 1).
+  for (const auto& [lens, most] : {std::pair{&o.q_lens, p.seqlen_q}, std::pair{&o.k_lens, p.seqlen_k}}) {
+    if (!lens->empty() && static_cast<std::int64_t>(lens->size()) != p.batch)
       return diagnose("AK1108", {{"name", "sequence lengths"},
-                                 {"reason", "sequence " + std::to_string(b) + " exceeds the problem's max lengths"}});
-  const std::int64_t tq = d.total_q();
-  const std::int64_t tk = std::accumulate(d.k_lens_.begin(), d.k_lens_.end(), std::int64_t{0});
+                                 {"reason", "one length per sequence is needed (batch = " + std::to_string(p.batch) + ")"}});
+    for (std::size_t b = 0; b < lens->size(); ++b)
+      if ((*lens)[b] < 0 || (*lens)[b] > most)
+        return diagnose("AK1108", {{"name", "sequence lengths"},
+                                   {"reason", "sequence " + std::to_string(b) + " exceeds the problem's max lengths"}});
+  }
+  const auto total = [&](const std::vector<int>& lens, int each) {
+    return lens.empty() ? std::int64_t{p.batch} * each : std::accumulate(lens.begin(), lens.end(), std::int64_t{0});
+  };
+  const std::int64_t tq = total(o.q_lens, p.seqlen_q);
+  const std::int64_t tk = total(o.k_lens, p.seqlen_k);
   const DType kt = p.k_dtype();
   // Pages of a paged cache: each sequence's, and 3 spare ones the table never names.
   std::int64_t max_pages = 1, total_pages = 3;
-  if (p.paged_kv)
-    for (int len : d.k_lens_) {
-      const std::int64_t pages = (std::int64_t{len} + p.paged_kv->page_size - 1) / p.paged_kv->page_size;
-      max_pages = std::max(max_pages, pages);
-      total_pages += pages;
+  if (p.paged_kv) {
+    const auto pages_of = [&](int len) { return (std::int64_t{len} + p.paged_kv->page_size - 1) / p.paged_kv->page_size; };
+    if (o.k_lens.empty()) {
+      max_pages = std::max(max_pages, pages_of(p.seqlen_k));
+      total_pages += std::int64_t{p.batch} * pages_of(p.seqlen_k);
     }
+    for (int len : o.k_lens) {
+      max_pages = std::max(max_pages, pages_of(len));
+      total_pages += pages_of(len);
+    }
+  }
   // cu_seqlens (THD) hold int32 token offsets, block tables (paged) int32 page
   // indices, block-sparse offsets int32 positions in up to rows x key blocks indices.
   const bool thd = p.layout == Layout::thd;
@@ -160,12 +169,16 @@ Result<HostProblemData> HostProblemData::create(const Problem& p, const ProblemD
   std::int64_t bytes = q_rows * p.heads_q * (p.head_dim_qk * std::int64_t(dtype_size(p.dtype)) +
                                              p.head_dim_v * std::int64_t(dtype_size(p.out_dtype())) + 4) +
                        k_rows * p.heads_kv * (p.head_dim_qk + p.head_dim_v) * std::int64_t(dtype_size(kt)) +
-                       (std::int64_t{p.batch} * (max_pages + 3) + p.heads_q) * 4;
+                       (std::int64_t{p.batch} * (max_pages + 3 + 2) + p.heads_q) * 4;  // + the two length vectors
   if (p.mask == MaskKind::custom) bytes += std::int64_t{p.batch} * p.heads_q * p.seqlen_q * p.seqlen_k;
   bytes += 2 * 4 * (sparse_rows + 1 + sparse_most);  // the lists, built in vectors, then copied
   why = check_host_allocation("the problem's host data", bytes);
   if (!why.ok()) return why;
+  HostProblemData d;
+  d.problem_ = p;
   try {
+    d.q_lens_ = o.q_lens.empty() ? std::vector<int>(p.batch, p.seqlen_q) : o.q_lens;
+    d.k_lens_ = o.k_lens.empty() ? std::vector<int>(p.batch, p.seqlen_k) : o.k_lens;
     d.fill(o, tq, tk, max_pages, total_pages);
   } catch (const std::bad_alloc&) {
     return host_allocation_failed("the problem's host data", bytes);

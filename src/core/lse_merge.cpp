@@ -1,5 +1,7 @@
 #include "attnkit/core/lse_merge.hpp"
 
+#include "attnkit/core/host_memory.hpp"
+
 namespace attnkit {
 namespace {
 
@@ -14,7 +16,7 @@ float load(const void* base, DType t, std::int64_t i) {
 }  // namespace
 
 void merge_partial_host(const MergeRows& m) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
   for (std::int64_t r = 0; r < m.rows; ++r) {
     for (int h = 0; h < m.heads; ++h) {
       float& lse = m.acc_lse[r * m.acc_lse_row_stride + h * m.acc_lse_head_stride];

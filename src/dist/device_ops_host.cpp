@@ -2,6 +2,7 @@
 #include <cstring>
 #include <new>
 
+#include "attnkit/core/host_memory.hpp"
 #include "dist/device_ops.hpp"
 
 namespace attnkit::dist {
@@ -31,7 +32,7 @@ class HostOps final : public DeviceOps {
     const std::size_t src_elem = dtype_size(c.src_dtype), dst_elem = dtype_size(c.dst_dtype);
     const bool same = c.src_dtype == c.dst_dtype;
     for (const RowRun& run : runs) {
-#pragma omp parallel for schedule(static) if (run.rows * c.heads * c.dim > 65536)
+#pragma omp parallel for num_threads(host_threads()) schedule(static) if (run.rows * c.heads * c.dim > 65536)
       for (std::int64_t r = 0; r < run.rows; ++r)
         for (int h = 0; h < c.heads; ++h) {
           const std::int64_t s = run.src + r * c.src_row_stride + h * c.src_head_stride;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "attnkit/select/selector.hpp"
 #include "core/text_file.hpp"
@@ -134,9 +135,11 @@ Result<ParsedConfig> parse_yaml_unguarded(std::string_view text) {
   if (root.IsNull()) return out;
   if (!root.IsMap()) return malformed("YAML file", "the top level must be a mapping of key: value");
   Diagnostics why;
+  std::set<std::string> seen;  // yaml-cpp keeps a repeated key twice: the later value would win silently
   for (const auto& kv : root) {
     if (!kv.first.IsScalar()) return malformed("YAML file", "every key must be a plain name, not a list or a mapping");
     const std::string key = kv.first.as<std::string>();
+    if (!seen.insert(key).second) return malformed("YAML file", "key '" + key + "' is given twice");
     const YAML::Node& v = kv.second;
     if (v.IsScalar()) {
       // Quoted scalars stay strings; plain ones are inferred like k=v values.

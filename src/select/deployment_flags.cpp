@@ -75,6 +75,7 @@ void add_deployment_flags(CLI::App& app, DeploymentFlags& flags) {
   for (const IgnoredFlag& f : kIgnoredSglangFlags)
     (f.takes_value ? app.add_option(f.names, ignored)->type_name("VALUE") : app.add_flag(f.names, ignored))
         ->group(kIgnoredGroup);
+  refuse_empty_numbers(app);
 }
 
 void add_parallel_flags(CLI::App& app, DeploymentFlags& flags) {
@@ -83,6 +84,16 @@ void add_parallel_flags(CLI::App& app, DeploymentFlags& flags) {
   app.add_option("--ulysses-degree", c.ulysses_degree, "Ulysses degree")->capture_default_str();
   app.add_option("--sp-degree", flags.sp_degree,
                  "sequence-parallel degree (ring * ulysses; alone it sets the Ulysses degree)");
+}
+
+void refuse_empty_numbers(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& value) { return value.empty() ? std::string("an empty value is not a number") : std::string(); },
+      "", "NONEMPTY");
+  for (CLI::Option* o : app.get_options()) {
+    const std::string type = o->get_type_name();
+    if (o->get_items_expected_min() > 0 && (type == "INT" || type == "UINT" || type == "FLOAT")) o->check(non_empty);
+  }
 }
 
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags) {

@@ -26,6 +26,10 @@ struct DeploymentFlags {
 void add_deployment_flags(CLI::App& app, DeploymentFlags& flags);
 // Registers only --ring-degree, --ulysses-degree and --sp-degree (`attnkit run`).
 void add_parallel_flags(CLI::App& app, DeploymentFlags& flags);
+// Refuses an empty value for every numeric option of `app` (CLI11 reads "" as 0:
+// --seed '' ran with seed 0, --softcap '' without a softcap, --ring-degree ''
+// was "must be at least 1, got 0"). Call once its options are added.
+void refuse_empty_numbers(CLI::App& app);
 // Copies --sp-degree and --page-size into the config when they were given on
 // `app`, and names the ignored SGLang flags that were.
 void finish_deployment_flags(const CLI::App& app, DeploymentFlags& flags);

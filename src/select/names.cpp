@@ -144,9 +144,15 @@ Diagnostic unknown_backend(std::string_view name, const Registry& registry) {
   return unknown_backend_name(name, accepted_backend_names(registry));
 }
 
+namespace {
+// "auto" forces nothing (the selection's own order), as backend="auto" and
+// --attention-backend auto mean; kept as a name it was an unknown backend (AK2002).
+std::string forced_name(std::string name) { return is_auto_name(name) ? std::string() : std::move(name); }
+}  // namespace
+
 void set_global_force_backend(std::string name) {
   std::lock_guard lock(g_force_mutex);
-  g_force = std::move(name);
+  g_force = forced_name(std::move(name));
 }
 
 std::string global_force_backend() {
@@ -156,7 +162,7 @@ std::string global_force_backend() {
 
 ScopedForceBackend::ScopedForceBackend(std::string name) {
   std::lock_guard lock(g_force_mutex);
-  previous_ = std::exchange(g_force, std::move(name));
+  previous_ = std::exchange(g_force, forced_name(std::move(name)));
 }
 
 ScopedForceBackend::~ScopedForceBackend() {

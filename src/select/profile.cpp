@@ -99,8 +99,14 @@ class Section {
   Section(const YAML::Node& node, std::string where, std::vector<std::string> keys, std::string source)
       : node_(node), where_(std::move(where)), keys_(std::move(keys)), source_(std::move(source)) {
     if (!node_.IsMap()) wrong("", "a mapping", scalar_text(node_));
+    std::vector<std::string> seen;
     for (const auto& kv : node_) {
       const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      // yaml-cpp keeps both entries of a repeated key and node[key] reads the first:
+      // the second value would be ignored silently.
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        malformed("key '" + key + "' appears twice in " + where_);
+      seen.push_back(key);
       if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) continue;
       const std::string near = nearest_name(key, keys_);
       throw ProfileError{diagnose("AK4023", {{"source", source_},
@@ -234,6 +240,14 @@ RoleSpec parse_role(const YAML::Node& n, const std::string& component, const std
   return r;
 }
 
+// A profile describes one model: a few components of a few roles each. The
+// bounds keep `check` fast on any file, since YAML aliases repeat a list of
+// roles in every component that names it (a 108 KB profile made 4 million
+// roles: 78 s of check, hours for a 1 MiB one), and are checked before the
+// entries are parsed.
+constexpr std::size_t kMaxComponents = 64;
+constexpr std::size_t kMaxRolesPerComponent = 64;
+
 ComponentSpec parse_component(const YAML::Node& n, const std::string& source) {
   const Section s(n, "a component", {"name", "default", "roles", "sparse_allowed", "only", "allow_list", "auto",
                                      "engine_default_applies", "switchable", "llm", "multimodal",
@@ -255,6 +269,9 @@ ComponentSpec parse_component(const YAML::Node& n, const std::string& source) {
   c.weights_need = s.features("weights_need");
   const YAML::Node roles = s.node("roles");
   if (!roles || !roles.IsSequence() || roles.size() == 0) s.malformed("component '" + c.name + "' has no 'roles'");
+  if (roles.size() > kMaxRolesPerComponent)
+    s.malformed("component '" + c.name + "' has " + std::to_string(roles.size()) + " roles; a component has at most " +
+                std::to_string(kMaxRolesPerComponent));
   for (const auto& rn : roles) {
     RoleSpec r = parse_role(rn, c.name, source);
     for (const RoleSpec& other : c.roles)
@@ -315,11 +332,21 @@ Profile parse_one(const YAML::Node& root, std::string_view source_view) {
   }
   const YAML::Node comps = s.node("components");
   if (!comps || !comps.IsSequence() || comps.size() == 0) s.malformed("missing 'components' (a non-empty list)");
+  if (comps.size() > kMaxComponents)
+    s.malformed("it has " + std::to_string(comps.size()) + " components; a profile has at most " +
+                std::to_string(kMaxComponents));
   for (const auto& cn : comps) {
     ComponentSpec c = parse_component(cn, source);
     if (p.find_component(c.name)) s.malformed("component '" + c.name + "' is listed twice");
     p.components.push_back(std::move(c));
   }
+  // A role may build no layer (layers: 0), but a model with no attention layer at
+  // all has nothing to select: `check` would call it invalid with no reason.
+  const auto builds = [](const ComponentSpec& c) {
+    return std::any_of(c.roles.begin(), c.roles.end(), [](const RoleSpec& r) { return r.layers > 0; });
+  };
+  if (std::none_of(p.components.begin(), p.components.end(), builds))
+    s.malformed("no role builds a layer (every role has 'layers: 0'): give at least one role layers >= 1");
   return p;
 }
 
@@ -355,13 +382,17 @@ std::vector<std::string> shipped_profile_names() {
 }
 
 Result<Profile> parse_profile(std::string_view yaml_text, std::string_view source) {
-  YAML::Node root;
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(std::string(yaml_text));
+    docs = YAML::LoadAll(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
     return diagnose("AK4021", {{"source", std::string(source)}, {"detail", e.what()}});
   }
-  return parse_guarded(root, source);
+  // A second document (after '---') would be ignored silently.
+  if (std::any_of(docs.begin() + std::min<std::size_t>(docs.size(), 1), docs.end(), [](const YAML::Node& d) { return !d.IsNull(); }))
+    return diagnose("AK4021", {{"source", std::string(source)},
+                               {"detail", "it holds more than one YAML document (after '---'); a profile file is one"}});
+  return parse_guarded(docs.empty() ? YAML::Node() : docs.front(), source);
 }
 
 Result<Profile> load_profile(std::string_view name_or_path) {

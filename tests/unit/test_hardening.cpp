@@ -4,8 +4,11 @@
 // an equivalent, unremarkable input).
 #include <gtest/gtest.h>
 
+#include <omp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -213,6 +216,22 @@ TEST(Allocation, HostDataPastAvailableMemoryIsRefusedBeforeAllocating) {
   EXPECT_TRUE(check_host_allocation("x", 1024).ok());
 }
 
+// `attnkit run --batch 2147483647 --seqlen 1 --heads 1 --head-dim 8` ran for
+// minutes: the per-sequence length vectors (2 x 8 GiB) were made before the
+// size check that then refused the 77 GB of tensors.
+TEST(Allocation, HostDataOfAHugeBatchIsRefusedBeforeItsLengthVectors) {
+  Problem p = small();
+  p.batch = INT32_MAX, p.seqlen_q = p.seqlen_k = 1, p.heads_q = p.heads_kv = 1, p.head_dim_qk = p.head_dim_v = 8;
+  const auto start = std::chrono::steady_clock::now();
+  const auto d = HostProblemData::create(p);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(d.diagnostics().has_code("AK1013")) << d.diagnostics().summary();
+  EXPECT_LT(seconds, 1.0) << "refused after allocating and filling batch-sized vectors";
+  p.layout = Layout::thd;  // explicit lengths of the wrong count are refused before anything is made
+  EXPECT_TRUE(HostProblemData::create(p, {.q_lens = {1, 1}}).diagnostics().has_code("AK1108"));
+}
+
 TEST(Allocation, PlansWhoseWorkspaceCannotExistAreRefused) {
   Problem p = small();
   p.paged_kv = PagedKv{16};
@@ -238,6 +257,17 @@ TEST(Allocation, TextFilesAreReadBoundedAndDirectoriesRefused) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(read_text_file(fifo).text.value_or("x"), "");
   std::filesystem::remove(fifo);
+}
+
+// OMP_NUM_THREADS=100000 attnkit run: SIGSEGV in GOMP_parallel (libgomp lays a
+// team's start data out on the caller's stack). The team size is capped.
+TEST(Allocation, AHugeOpenMpDefaultTeamIsCappedNotACrash) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(100000);  // what OMP_NUM_THREADS=100000 sets
+  EXPECT_LE(host_threads(), std::max(1024, omp_get_num_procs()));
+  for (const char* name : kCpuBackends) expect_same_result(name, small(), small());
+  omp_set_num_threads(before);
+  EXPECT_EQ(host_threads(), std::clamp(before, 1, std::max(1024, omp_get_num_procs())));
 }
 
 // ---- parser failures that escape ---------------------------------------------
@@ -302,6 +332,26 @@ TEST(Parsers, NonScalarYamlKeysAreMalformed) {
   }
 }
 
+// k=v pairs refused a repeated key; JSON kept the last value and YAML (a file)
+// the last too, silently: {"topk": 0.5, "topk": 7} was valid.
+TEST(Parsers, RepeatedKeysAreMalformedInEveryConfigForm) {
+  for (const std::string& config :
+       {std::string("topk=0.5,topk=7"), std::string("{\"topk\": 0.5, \"topk\": 7}"),
+        std::string("{\"topk\": 7, \"topk\": 0.5}"), temp_file("attnkit_repeated.json", "{\"topk\": 7, \"topk\": 0.5}"),
+        temp_file("attnkit_repeated.yaml", "topk: 7\ntopk: 0.5\n")}) {
+    const select::CheckResult r = check_config(config);
+    EXPECT_TRUE(r.diagnostics.has_code("AK3106")) << config << ": " << r.diagnostics.summary();
+    EXPECT_NE(r.diagnostics.summary().find("'topk' is given twice"), std::string::npos) << r.diagnostics.summary();
+  }
+  // The same key in a nested object is no repeat (that value is refused for its type).
+  EXPECT_TRUE(check_config("{\"topk\": 0.5, \"x\": {\"topk\": 1}}").diagnostics.has_code("AK3102"));
+  select::DeploymentConfig c;
+  c.model = "wan";
+  c.platform = "cuda:sm90";
+  c.component_attention_backends = "{\"text_encoder\": \"sdpa\", \"text_encoder\": \"fa3\"}";
+  EXPECT_TRUE(select::check_deployment(c).diagnostics.has_code("AK3007")) << select::check_deployment(c).diagnostics.summary();
+}
+
 TEST(Parsers, HugeLayerRangesAreRefusedNotMaterialised) {
   for (const char* text : {"0-2147483647", "0-99999999999", "65536"})
     EXPECT_FALSE(select::parse_layer_list(text).ok()) << text;
@@ -339,6 +389,56 @@ TEST(Profiles, RoleShapesAreValidatedAtLoad) {
     EXPECT_FALSE(r.ok) << role;
     EXPECT_TRUE(r.diagnostics.has_code(code)) << role << r.diagnostics.summary();
   }
+}
+
+// Before: a profile whose every role had layers: 0 was INVALID with no
+// diagnostic at all; a repeated key kept its first value (yaml-cpp's node[key])
+// and a second YAML document was dropped, both silently.
+TEST(Profiles, NoLayerRepeatedKeysAndSecondDocumentsAreMalformed) {
+  const std::string role = "      - {name: self, layers: 1, heads: 4, head_dim: 64}\n";
+  const std::string base = "name: x\ncomponents:\n  - name: t\n    roles:\n" + role;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, layers: 0}\n      - {name: cross, layers: 0}\n",
+       "no role builds a layer"},
+      {"name: x\nname: y\ncomponents:\n  - name: t\n    roles:\n" + role, "key 'name' appears twice"},
+      {"name: x\ncomponents:\n  - name: t\n    roles:\n      - {name: self, heads: 4, heads: 6}\n",
+       "key 'heads' appears twice"},
+      {base + "---\n" + base, "more than one YAML document"}};
+  for (const auto& [text, why] : cases) {
+    select::DeploymentConfig c;
+    c.model = temp_file("attnkit_profile_case.yaml", text);
+    c.platform = "cpu";
+    const select::CheckResult r = select::check_deployment(c);
+    EXPECT_FALSE(r.ok) << text;
+    EXPECT_TRUE(r.diagnostics.has_code("AK4021")) << text << r.diagnostics.summary();
+    EXPECT_NE(r.diagnostics.summary().find(why), std::string::npos) << r.diagnostics.summary();
+  }
+  select::DeploymentConfig c;  // still valid: one role of two builds no layer, a trailing '---'
+  c.model = temp_file("attnkit_profile_case.yaml", base + "      - {name: cross, layers: 0}\n---\n");
+  c.platform = "cpu";
+  EXPECT_TRUE(select::check_deployment(c).ok) << select::check_deployment(c).diagnostics.summary();
+}
+
+// YAML aliases repeat one list of roles in every component that names it: 108 KB
+// of profile made 2000 x 2000 roles and `check` ran 78 s (a 1 MiB one: hours).
+TEST(Profiles, AliasedRoleListsCannotMultiplyTheWork) {
+  std::string roles;
+  for (int i = 0; i < 2000; ++i) roles += (i ? ", " : "") + std::string("{name: r") + std::to_string(i) + ", layers: 1}";
+  std::string text = "name: x\ncomponents:\n  - {name: c0, roles: &r [" + roles + "]}\n";
+  for (int i = 1; i < 2000; ++i) text += "  - {name: c" + std::to_string(i) + ", roles: *r}\n";
+  select::DeploymentConfig c;
+  c.model = temp_file("attnkit_alias_roles.yaml", text);
+  c.platform = "cpu";
+  const auto start = std::chrono::steady_clock::now();
+  const select::CheckResult r = select::check_deployment(c);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  EXPECT_TRUE(r.diagnostics.has_code("AK4021")) << r.diagnostics.summary();
+  EXPECT_NE(r.diagnostics.summary().find("at most 64"), std::string::npos) << r.diagnostics.summary();
+  // The components alone, each of one aliased role: bounded too.
+  text = "name: x\ncomponents:\n  - {name: c0, roles: &r [{name: self}]}\n";
+  for (int i = 1; i < 65; ++i) text += "  - {name: c" + std::to_string(i) + ", roles: *r}\n";
+  c.model = temp_file("attnkit_alias_roles.yaml", text);
+  EXPECT_TRUE(select::check_deployment(c).diagnostics.has_code("AK4021"));
 }
 
 // ---- index tensors of the wrong dtype or size, at the end of a guarded page ----

@@ -30,7 +30,7 @@ CpuIsa cpu_flash_best_isa();
 
 struct CpuFlashOptions {
   CpuIsa isa = CpuIsa::best;  // a forced path must be in cpu_flash_isas()
-  int threads = 0;            // 0: omp_get_max_threads() when planning
+  int threads = 0;            // 0: host_threads() when planning
 };
 
 std::unique_ptr<Backend> make_cpu_flash_backend(CpuFlashOptions options = {});

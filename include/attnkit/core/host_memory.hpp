@@ -19,4 +19,10 @@ Diagnostics check_host_allocation(std::string_view what, std::int64_t bytes);
 // AK1013 for an allocation of `bytes` (< 0: unknown) that failed (std::bad_alloc).
 Diagnostic host_allocation_failed(std::string_view what, std::int64_t bytes);
 
+// Threads for attnkit's host parallel regions: OpenMP's default team size
+// (OMP_NUM_THREADS), at most max(1024, processors). libgomp lays out a team's
+// start data on the calling thread's stack, so OMP_NUM_THREADS=100000 crashed
+// (SIGSEGV) at the first parallel region; every region names this team size.
+int host_threads();
+
 }  // namespace attnkit

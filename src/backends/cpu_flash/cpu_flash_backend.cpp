@@ -440,7 +440,7 @@ class CpuFlashBackend final : public Backend {
     const bool want_dot = options_.isa == CpuIsa::avx512_bf16 ||
                           (options_.isa == CpuIsa::best && cpu_flash_best_isa() == CpuIsa::avx512_bf16);
     if (want_dot && a.in == kc::Elem::bf16 && a.dqk % 2 == 0 && a.dv % 2 == 0) a.dot = cpu_flash::bf16_dot_ops();
-    const int threads = options_.threads > 0 ? options_.threads : std::max(1, omp_get_max_threads());
+    const int threads = options_.threads > 0 ? options_.threads : host_threads();
     auto plan = std::make_unique<CpuFlashPlan>(p, a, fn, threads);
     why = check_host_allocation("cpu_flash's workspace", static_cast<std::int64_t>(plan->workspace_bytes()));
     if (!why.ok()) return why;

@@ -182,12 +182,12 @@ Diagnostics reference_attention(const Problem& p, const AttentionTensors& t, con
       (std::int64_t{p.seqlen_k} * (p.head_dim_qk + p.head_dim_v + 1) + p.head_dim_qk + p.head_dim_v) *
       static_cast<std::int64_t>(sizeof(double));
   why = check_host_allocation("the reference's fp64 copies of one head's keys and values (per thread)",
-                              per_thread * omp_get_max_threads());
+                              per_thread * host_threads());
   if (!why.ok()) return why;
   const std::vector<std::pair<int, int>>& only = options.only_heads;
   const std::int64_t n = only.empty() ? std::int64_t{p.batch} * p.heads_q : static_cast<std::int64_t>(only.size());
   bool out_of_memory = false;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for num_threads(host_threads()) schedule(dynamic, 1)
   for (std::int64_t i = 0; i < n; ++i) {
     try {
       if (only.empty()) compute_head(p, t, static_cast<int>(i / p.heads_q), static_cast<int>(i % p.heads_q));
@@ -197,7 +197,7 @@ Diagnostics reference_attention(const Problem& p, const AttentionTensors& t, con
       out_of_memory = true;
     }
   }
-  if (out_of_memory) return host_allocation_failed("the reference's per-head copies", per_thread * omp_get_max_threads());
+  if (out_of_memory) return host_allocation_failed("the reference's per-head copies", per_thread * host_threads());
   return {};
 }
 

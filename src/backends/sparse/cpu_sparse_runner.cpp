@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "attnkit/backends/cpu_flash.hpp"
+#include "attnkit/core/host_memory.hpp"
 
 namespace attnkit::sparse {
 namespace {
@@ -15,7 +16,7 @@ void permute_rows(const TensorView& t, Layout layout, int batch, int seqlen, int
                   const VideoTiling& g, std::byte* copy, bool to_tiles) {
   const std::size_t elem = dtype_size(t.dtype), row_bytes = static_cast<std::size_t>(dim) * elem;
   const std::int64_t tokens = static_cast<std::int64_t>(batch) * seqlen;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
   for (std::int64_t i = 0; i < tokens; ++i) {
     const int b = static_cast<int>(i / seqlen);
     const std::int64_t r = i % seqlen, s = tile_order_index(g, r);

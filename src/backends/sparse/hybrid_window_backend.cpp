@@ -5,6 +5,7 @@
 
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "attnkit/sparse/hybrid_window.hpp"
 #include "backends/sparse/hybrid_window_plans.hpp"
 #include "backends/sparse/sparse_backend.hpp"
@@ -24,7 +25,7 @@ Problem window_problem(const Problem& p, const HybridWindowSettings& s) {
 class HybridWindowPlan final : public Plan {
  public:
   HybridWindowPlan(Problem p, std::unique_ptr<Plan> window)
-      : Plan(std::move(p)), window_(std::move(window)), threads_(std::max(1, omp_get_max_threads())),
+      : Plan(std::move(p)), window_(std::move(window)), threads_(host_threads()),
         causal_(window_->problem().window.right == 0) {
     const Problem& q = problem();
     const std::size_t d = q.head_dim_qk, dv = q.head_dim_v;

@@ -9,6 +9,7 @@
 
 #include "attnkit/backends/cpu_flash.hpp"
 #include "attnkit/backends/sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "attnkit/core/lse_merge.hpp"
 #include "attnkit/sparse/sol.hpp"
 #include "backends/sparse/cpu_sparse_runner.hpp"
@@ -100,7 +101,7 @@ class SolPlan final : public Plan {
     sol_route_host(p, settings_, q1, k1, keep);
     sol_lists_host(SolShape::of(p), keep, offsets, indices);
     const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
     for (std::int64_t u = 0; u < rows; ++u) {  // u = (b * heads_q + h) * seqlen + i: the pooled mask
       const std::int64_t r = u / p.seqlen_q * nq + (u % p.seqlen_q) / kBlock;
       for (int c = 0; c < T; ++c) mask[u * T + c] = !keep[r * T + c];
@@ -126,7 +127,7 @@ class SolPlan final : public Plan {
     if (Diagnostics ran = pooled_->run(pooled, {ws.data() + ws_.pooled_ws, ws_.pooled_ws_bytes}, nullptr); !ran.ok())
       return ran;
     // out = merge(exact, pooled) by their LSE.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
     for (std::int64_t u = 0; u < rows; ++u) {  // u = (b * heads_q + h) * seqlen + i
       const int i = static_cast<int>(u % p.seqlen_q), h = static_cast<int>(u / p.seqlen_q % p.heads_q),
                 b = static_cast<int>(u / p.seqlen_q / p.heads_q);

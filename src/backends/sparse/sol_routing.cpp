@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "attnkit/core/block_sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 
 namespace attnkit::sparse {
 namespace {
@@ -41,7 +42,7 @@ void sol_pool_host(const Problem& p, const AttentionTensors& t, float* q1, float
   const int tiles = num_blocks(p.seqlen_k, kBlock);
   const double scale = p.softmax_scale();
   const std::int64_t units = static_cast<std::int64_t>(p.batch) * tiles * p.heads_kv;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
   for (std::int64_t u = 0; u < units; ++u) {  // u = (b * tiles + c) * heads_kv + h
     const int h = static_cast<int>(u % p.heads_kv), c = static_cast<int>(u / p.heads_kv % tiles),
               b = static_cast<int>(u / p.heads_kv / tiles);
@@ -59,7 +60,7 @@ void sol_pool_host(const Problem& p, const AttentionTensors& t, float* q1, float
     }
   }
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.seqlen_q * p.heads_q;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
   for (std::int64_t u = 0; u < rows; ++u) {  // u = (b * seqlen + i) * heads_q + h
     const int h = static_cast<int>(u % p.heads_q), i = static_cast<int>(u / p.heads_q % p.seqlen_q),
               b = static_cast<int>(u / p.heads_q / p.seqlen_q);
@@ -73,7 +74,7 @@ void sol_route_host(const Problem& p, const SolSettings& s, const float* q1, con
   const SolShape shape = SolShape::of(p);
   const int nq = shape.nq, d = p.head_dim_qk, d1 = d + 1, T = shape.tiles;
   const double scale = p.softmax_scale();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
   for (std::int64_t r = 0; r < shape.rows; ++r) {
     const int qb = static_cast<int>(r % nq), h = static_cast<int>(r / nq % p.heads_q),
               b = static_cast<int>(r / nq / p.heads_q), hk = h / p.gqa_ratio();
@@ -99,7 +100,7 @@ std::int64_t sol_lists_host(const SolShape& shape, const std::uint8_t* keep, std
     for (int c = 0; c < T; ++c) n += keep[r * T + c];
     offsets[r + 1] = offsets[r] + n;
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(host_threads()) schedule(static)
   for (std::int64_t r = 0; r < shape.rows; ++r) {
     std::int32_t e = offsets[r];
     for (int c = 0; c < T; ++c)

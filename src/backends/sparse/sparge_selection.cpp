@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "attnkit/core/block_sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "backends/sparse/device_args.hpp"
 #include "backends/sparse/workspace_front.hpp"
 #if defined(ATTNKIT_HAS_CUDA)
@@ -40,7 +41,7 @@ struct SpargeShape {
 class HostSelection final : public SpargeSelection {
  public:
   HostSelection(const Problem& p, const SpargeSettings& s, SpargeShape shape)
-      : p_(p), settings_(s), shape_(shape), threads_(std::max(1, omp_get_max_threads())) {
+      : p_(p), settings_(s), shape_(shape), threads_(host_threads()) {
     const int d = p.head_dim_qk;
     offsets_ = front_.take(sizeof(std::int32_t) * (shape_.rows + 1));
     indices_ = front_.take(sizeof(std::int32_t) * shape_.rows * shape_.nk);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "attnkit/backends/sparse.hpp"
+#include "attnkit/core/host_memory.hpp"
 #include "attnkit/sparse/video_sparse.hpp"
 #include "attnkit/sparse/video_sparse_rule.hpp"
 #include "backends/sparse/cpu_sparse_runner.hpp"
@@ -31,7 +32,7 @@ Problem fine_problem(const Problem& p) {
 class VideoSparsePlan final : public Plan {
  public:
   VideoSparsePlan(Problem p, VideoSparseSettings s, std::unique_ptr<CpuSparseRunner> runner)
-      : Plan(std::move(p)), settings_(s), runner_(std::move(runner)), threads_(std::max(1, omp_get_max_threads())) {
+      : Plan(std::move(p)), settings_(s), runner_(std::move(runner)), threads_(host_threads()) {
     const Problem& q = problem();
     cubes_ = video_cubes(*q.video);
     nc_ = cubes_.tiles();
