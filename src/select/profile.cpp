@@ -1,11 +1,13 @@
 // Model profiles: parsing the YAML data into Profile values.
 #include "attnkit/select/profile.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 #include <system_error>
 
 #include "attnkit/select/selector.hpp"
@@ -381,18 +383,58 @@ std::vector<std::string> shipped_profile_names() {
   return out;
 }
 
+namespace {
+
+// Whether a YAML document holds anything but a null: parse events only, no nodes built.
+class DocumentProbe final : public YAML::EventHandler {
+ public:
+  bool content = false;
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content = true; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { content = true; }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    content = true;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    content = true;
+  }
+  void OnMapEnd() override {}
+};
+
+// Why the text past its first YAML document cannot be ignored: a document with
+// content (after '---'), or a parser that stops advancing. yaml-cpp 0.7's
+// LoadAll never returns on some malformed text (" ,#..." yields empty documents
+// forever: fuzz_profile); the walk here stops after kMaxDocuments.
+std::optional<std::string> later_documents(const std::string& text) {
+  constexpr int kMaxDocuments = 64;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  for (int doc = 0; doc < kMaxDocuments; ++doc) {
+    DocumentProbe probe;
+    if (!parser.HandleNextDocument(probe)) return std::nullopt;
+    if (doc > 0 && probe.content)
+      return std::string("it holds more than one YAML document (after '---'); a profile file is one");
+  }
+  return "it holds more than " + std::to_string(kMaxDocuments) + " YAML documents; a profile file is one";
+}
+
+}  // namespace
+
 Result<Profile> parse_profile(std::string_view yaml_text, std::string_view source) {
-  std::vector<YAML::Node> docs;
+  const std::string text(yaml_text);
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(std::string(yaml_text));
+    doc = YAML::Load(text);  // the first document
+    // A second document would be ignored silently.
+    if (std::optional<std::string> why = later_documents(text))
+      return diagnose("AK4021", {{"source", std::string(source)}, {"detail", *why}});
   } catch (const YAML::Exception& e) {
     return diagnose("AK4021", {{"source", std::string(source)}, {"detail", e.what()}});
   }
-  // A second document (after '---') would be ignored silently.
-  if (std::any_of(docs.begin() + std::min<std::size_t>(docs.size(), 1), docs.end(), [](const YAML::Node& d) { return !d.IsNull(); }))
-    return diagnose("AK4021", {{"source", std::string(source)},
-                               {"detail", "it holds more than one YAML document (after '---'); a profile file is one"}});
-  return parse_guarded(docs.empty() ? YAML::Node() : docs.front(), source);
+  return parse_guarded(doc, source);
 }
 
 Result<Profile> load_profile(std::string_view name_or_path) {

@@ -419,6 +419,19 @@ TEST(Profiles, NoLayerRepeatedKeysAndSecondDocumentsAreMalformed) {
   EXPECT_TRUE(select::check_deployment(c).ok) << select::check_deployment(c).diagnostics.summary();
 }
 
+// yaml-cpp 0.7's LoadAll never returns on a profile that starts " ," (it yields
+// empty documents forever; fuzz_profile found it): the look past the first
+// document is bounded, and the text is refused.
+TEST(Profiles, TextThatNeverEndsItsDocumentsIsRefusedNotAHang) {
+  const std::string text = " ,# Wan-like video DiT\nname: wan\nkind: video DiT\nrules:\n  sparse_rejects_ring: true\ncomponents:";
+  select::DeploymentConfig c;
+  c.model = temp_file("attnkit_profile_case.yaml", text);
+  c.platform = "cpu";
+  const select::CheckResult r = select::check_deployment(c);
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.diagnostics.has_code("AK4021")) << r.diagnostics.summary();
+}
+
 // YAML aliases repeat one list of roles in every component that names it: 108 KB
 // of profile made 2000 x 2000 roles and `check` ran 78 s (a 1 MiB one: hours).
 TEST(Profiles, AliasedRoleListsCannotMultiplyTheWork) {
