@@ -84,6 +84,14 @@ def _bytes(shape, dtype):
     return nbytes
 
 
+def require_host_bytes(what, nbytes):
+    """AK1013 (AttnkitError) when `nbytes` of host memory for `what` are more than the host has
+    available: checked before a framework's allocator fails with its own error."""
+    refused = _native.check_host_allocation(what, min(nbytes, 2**63 - 1))
+    if refused:
+        raise _refused(refused)
+
+
 def empty(like, shape, dtype, name, fill=None):
     """An array `name` of `shape` and attnkit dtype `dtype` in `like`'s framework and device,
     uninitialised or filled with `fill`. Large host allocations are checked against the memory
@@ -94,9 +102,7 @@ def empty(like, shape, dtype, name, fill=None):
     if device_kind(like, fw) == "cpu":
         nbytes = _bytes(shape, dtype)
         if nbytes >= _CHECKED_HOST_BYTES:
-            refused = _native.check_host_allocation(what(), min(nbytes, 2**63 - 1))
-            if refused:
-                raise _refused(refused)
+            require_host_bytes(what(), nbytes)
     try:
         a = _allocate(fw, like, shape, dtype, name)
         if fill is not None:

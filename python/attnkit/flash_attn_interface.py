@@ -264,10 +264,7 @@ _MAX_SEQLEN = 2**30  # attnkit's sequence length limit (AK1012)
 def _check_padding(device, rows, bytes_per_row):
     """The padded copy of the queries fits the host's memory, or AK1013 before torch's allocator fails."""
     if device.type == "cpu":
-        refused = attnkit._arrays._native.check_host_allocation("the padded queries of a paged varlen call",
-                                                                min(rows * bytes_per_row, 2**63 - 1))
-        if refused:
-            raise attnkit.AttnkitError(refused)
+        attnkit._arrays.require_host_bytes("the padded queries of a paged varlen call", rows * bytes_per_row)
 
 
 def _varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, block_table, options,

@@ -58,11 +58,7 @@ def index_put_first_axis(values, indices, first_axis_dim):
                              expected=f"({indices.shape[0]}, ...): one row per index")
     shape = (rows, *values.shape[1:])
     if values.device.type == "cpu":  # checked before torch's allocator fails (a bare RuntimeError)
-        nbytes = values.element_size() * math.prod(shape)
-        refused = attnkit._arrays._native.check_host_allocation(f"the padded output {list(shape)}",
-                                                                min(nbytes, 2**63 - 1))
-        if refused:
-            raise attnkit.AttnkitError(refused)
+        attnkit._arrays.require_host_bytes(f"the padded output {list(shape)}", values.element_size() * math.prod(shape))
     out = torch.zeros(shape, device=values.device, dtype=values.dtype)
     return out.index_put((indices,), values)  # out of place, so gradients reach `values`
 

@@ -114,15 +114,14 @@ Result<std::unique_ptr<Plan>> make_hybrid_window_cuda_plan(const Problem& p, con
                                                            const HybridWindowSettings& s) {
   if (Diagnostics why = hybrid_window_cuda_kernel_refusals(p, gpu, s); !why.ok()) return why;
   const Problem window = hybrid_softmax_problem(p, s);
+  const bool causal = window.window.right == 0;  // the window sees no later key: nor does the linear branch
   auto runner = CudaSparseRunner::create(window, gpu, {}, {}, std::nullopt);
   if (!runner) return runner.diagnostics();
 #if defined(ATTNKIT_HAS_CUDA)
   if (gpu.detected && p.has_gate)  // without a gate the window kernel is the whole run
-    if (Diagnostics why = cuda::configure_hybrid_linear(p.dtype, p.head_dim_qk, window.window.right == 0); !why.ok())
-      return why;
+    if (Diagnostics why = cuda::configure_hybrid_linear(p.dtype, p.head_dim_qk, causal); !why.ok()) return why;
 #endif
-  return std::unique_ptr<Plan>(
-      std::make_unique<HybridWindowCudaPlan>(p, window.window.right == 0, std::move(*runner)));
+  return std::unique_ptr<Plan>(std::make_unique<HybridWindowCudaPlan>(p, causal, std::move(*runner)));
 }
 
 }  // namespace attnkit::sparse
